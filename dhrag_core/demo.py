@@ -1,0 +1,46 @@
+"""The scripted demo conversation and its small shipped knowledge base (real Wikipedia text)."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from importlib import resources
+
+import numpy as np
+
+from dhrag_core.embedding import Embedder, MiniLMEmbedder
+from dhrag_core.knowledge import FaissKnowledgeBase
+from dhrag_core.records import Passage
+
+__all__ = ["DEMO_TURNS", "load_demo_kb"]
+
+#: Topic switches, a return to an earlier topic and elliptical follow-ups.
+DEMO_TURNS: tuple[str, ...] = (
+    "What is the Great Wall of China built out of?",
+    "How long is it?",
+    "Where do guinea pigs sleep in the wild?",
+    "Can I keep one as a pet?",
+    "Who was the wall built to keep out?",
+    "When did the Berlin Wall come down?",
+    "How many people died trying to cross it?",
+    "Why are guinea pigs called pigs?",
+)
+
+
+def load_demo_kb(embedder: Embedder) -> FaissKnowledgeBase:
+    """The demo passages (see ``dhrag_core/data/demo_kb.jsonl`` for sources) in FAISS.
+
+    The shipped MiniLM vectors are used when the embedder is the default MiniLM and the texts
+    match them; any other embedder encodes the passages itself (a few seconds).
+    """
+    data = resources.files("dhrag_core") / "data"
+    rows = [json.loads(line) for line in (data / "demo_kb.jsonl").read_text("utf-8").splitlines()]
+    passages = [Passage(text=r["text"], id=r["id"], title=r["title"],
+                        metadata={"source": r["source"]}) for r in rows]
+    vectors = None
+    with (data / "demo_kb_minilm.npz").open("rb") as f:
+        npz = np.load(f)
+        digest = hashlib.sha1("\n".join(r["text"] for r in rows).encode()).hexdigest()
+        if isinstance(embedder, MiniLMEmbedder) and str(npz["text_sha1"]) == digest:
+            vectors = npz["E"].astype(np.float32)
+    return FaissKnowledgeBase(passages, embedder, vectors=vectors)

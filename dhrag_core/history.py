@@ -1,0 +1,476 @@
+"""The dynamic history database H: per-session triples, FAISS indexes and the update rule.
+
+One turn's update (paper eq. 11-14) is: insert the triple (or merge it into a near-duplicate),
+weigh every stored triple by ``alpha * relevance + (1 - alpha) * recency`` against the new
+query, and evict the lowest weights beyond ``capacity`` -- from the store and the indexes, in
+one store transaction.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import threading
+import time
+import uuid
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+import numpy as np
+
+from dhrag_core import scoring
+from dhrag_core.embedding import Embedder, MiniLMEmbedder, l2_normalise
+from dhrag_core.index import VectorIndex
+from dhrag_core.records import HistoryHit, Passage, Turn, Vector
+from dhrag_core.settings import Settings
+from dhrag_core.store import HistoryStore, StaleSessionError, open_store
+from dhrag_core.validation import check_session_id, check_text
+
+__all__ = ["AddResult", "HistoryDatabase", "PassageHit"]
+
+log = logging.getLogger(__name__)
+
+_MAX_RETRIES = 5
+
+
+@dataclass(frozen=True)
+class AddResult:
+    """What one ``add`` did: the stored turn, whether it merged a duplicate, what it evicted."""
+
+    turn: Turn
+    merged: bool
+    evicted: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class PassageHit:
+    """A passage stored with an earlier turn, found by similarity to the current query."""
+
+    turn: Turn
+    position: int
+    similarity: float
+
+    @property
+    def passage(self) -> Passage:
+        return self.turn.passages[self.position]
+
+
+@dataclass
+class _Session:
+    """Derived in-memory state of one session, rebuilt from the store whenever it changed."""
+
+    dimension: int
+    version: int = 0
+    turns: dict[str, Turn] = field(default_factory=dict)
+    next_index: int = 0
+    lock: threading.RLock = field(default_factory=threading.RLock)
+
+    def __post_init__(self) -> None:
+        self.queries: VectorIndex[str] = VectorIndex(self.dimension)
+        self.passages: VectorIndex[tuple[str, int]] = VectorIndex(self.dimension)
+        self.slot_index = np.zeros(0, dtype=np.float64)
+        self.slot_time = np.zeros(0, dtype=np.float64)
+        self._last: tuple[bytes, int, np.ndarray, np.ndarray] | None = None
+
+    def similarities(self, qv: Vector) -> tuple[np.ndarray, np.ndarray]:
+        """Slots and query similarities of every turn, remembered for the same query and
+        version: a turn searches and then adds with one query, and pays for one scan."""
+        key = qv.tobytes()
+        if self._last is not None and self._last[0] == key and self._last[1] == self.version:
+            return self._last[2], self._last[3]
+        slots, sims = self.queries.similarities(qv)
+        self._last = (key, self.version, slots, sims)
+        return slots, sims
+
+    def put(self, turns: Sequence[Turn]) -> None:
+        """Index turns (new ones, or new versions of stored ones) in one batch."""
+        if not turns:
+            return
+        for turn in turns:
+            old = self.turns.get(turn.turn_id)
+            if old is not None:
+                self.passages.remove([(old.turn_id, i) for i in range(len(old.passages))])
+            self.turns[turn.turn_id] = turn
+        self.queries.add([t.turn_id for t in turns], np.stack([t.query_vector for t in turns]))
+        with_passages = [t for t in turns if t.passages]
+        if with_passages:
+            self.passages.add(
+                [(t.turn_id, i) for t in with_passages for i in range(len(t.passages))],
+                np.concatenate([t.passage_vectors for t in with_passages]),
+            )
+        n = self.queries.n_slots
+        if self.slot_index.size < n:
+            size = max(2 * self.slot_index.size, n)
+            self.slot_index = np.resize(self.slot_index, size)
+            self.slot_time = np.resize(self.slot_time, size)
+        for turn in turns:
+            slot = self.queries.slot_of(turn.turn_id)
+            self.slot_index[slot] = turn.index
+            self.slot_time[slot] = turn.timestamp
+        self.next_index = max(self.next_index, max(t.index for t in turns) + 1)
+
+    def drop(self, turn_ids: Sequence[str]) -> None:
+        for tid in turn_ids:
+            old = self.turns.pop(tid, None)
+            if old is not None:
+                self.passages.remove([(tid, i) for i in range(len(old.passages))])
+        self.queries.remove(list(turn_ids))
+
+
+class HistoryDatabase:
+    """Per-session store of (query, passages, response) triples with relevance+recency upkeep.
+
+    Thread-safe: turns of different sessions proceed in parallel, turns of one session in
+    order. Several processes may share a durable store: each notices another's write by the
+    session version and reloads.
+
+    Args:
+        embedder: Encodes queries, responses and passages; default: offline MiniLM (lazy).
+        store: A ``HistoryStore`` or a URL (``memory``, ``sqlite:///path.db``).
+        settings: Weights, capacity and limits.
+        clock: Seconds since the epoch; inject one to test recency.
+
+    Example:
+        >>> from dhrag_core import HashingEmbedder, HistoryDatabase
+        >>> db = HistoryDatabase(embedder=HashingEmbedder())
+        >>> _ = db.add("alice", "Who built the Athar Jamad mosque?", ["It was built in 1680."])
+        >>> db.search("alice", "mosque builder", k=1)[0].turn.query
+        'Who built the Athar Jamad mosque?'
+    """
+
+    def __init__(
+        self,
+        embedder: Embedder | None = None,
+        store: HistoryStore | str | None = None,
+        settings: Settings | None = None,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        if settings is not None and not isinstance(settings, Settings):
+            raise TypeError(
+                f"settings must be a dhrag_core.Settings, got {type(settings).__name__}"
+            )
+        if embedder is not None and not isinstance(embedder, Embedder):
+            raise TypeError("embedder must have .dimension and .encode(texts) (Embedder protocol)")
+        self.settings = settings or Settings()
+        self.embedder: Embedder = embedder if embedder is not None else MiniLMEmbedder()
+        self.store: HistoryStore = store if not isinstance(store, (str, type(None))) else (
+            open_store(store)
+        )
+        self.clock = clock
+        self._sessions: dict[str, _Session] = {}
+        self._lock = threading.Lock()
+
+    # -- session cache -------------------------------------------------------------------
+
+    def _session(self, session_id: str) -> _Session:
+        """The session's derived state, reloaded if the store changed under it."""
+        with self._lock:
+            s = self._sessions.get(session_id)
+            if s is None:
+                s = self._sessions[session_id] = _Session(self.embedder.dimension)
+                s.version = -1
+        with s.lock:
+            if s.version != self.store.version(session_id):
+                self._reload(session_id, s)
+        return s
+
+    def _reload(self, session_id: str, s: _Session) -> None:
+        turns, version = self.store.load(session_id)
+        fresh = _Session(self.embedder.dimension)
+        for t in turns:
+            if t.query_vector.shape[0] != self.embedder.dimension:
+                raise ValueError(
+                    f"session {session_id!r} was stored with {t.query_vector.shape[0]}-d "
+                    f"vectors but the embedder gives {self.embedder.dimension}-d; use the "
+                    "embedder the session was written with"
+                )
+        fresh.put(turns)
+        s.turns, s.queries, s.passages = fresh.turns, fresh.queries, fresh.passages
+        s.slot_index, s.slot_time = fresh.slot_index, fresh.slot_time
+        s.next_index, s.version = fresh.next_index, version
+        s._last = None
+        log.debug("loaded session %r: %d turns, version %d", session_id, len(turns), version)
+
+    # -- inputs ----------------------------------------------------------------------------
+
+    def _passages(self, passages: Any) -> list[Passage]:
+        if passages is None:
+            return []
+        if isinstance(passages, (str, bytes, Passage)):
+            raise TypeError("passages must be a list of str or Passage, not a single item")
+        out: list[Passage] = []
+        for i, p in enumerate(passages):
+            if isinstance(p, Passage):
+                check_text(f"passages[{i}].text", p.text, max_chars=self.settings.max_text_chars)
+                out.append(p)
+            else:
+                text = check_text(f"passages[{i}]", p, max_chars=self.settings.max_text_chars)
+                out.append(Passage(text=text))
+        if len(out) > self.settings.max_passages:
+            raise ValueError(
+                f"passages has {len(out)} items; the limit is {self.settings.max_passages} "
+                "(Settings.max_passages)"
+            )
+        return out
+
+    def _vector(self, name: str, v: Any) -> Vector:
+        a = np.asarray(v, dtype=np.float32)
+        if a.ndim != 1 or a.shape[0] != self.embedder.dimension or not np.isfinite(a).all():
+            raise ValueError(
+                f"{name} must be a finite vector of length {self.embedder.dimension}, "
+                f"got shape {a.shape}"
+            )
+        out: Vector = l2_normalise(a)[0]
+        return out
+
+    def encode_query(self, query: str) -> Vector:
+        """The embedding of a query (validated like ``add`` validates it)."""
+        check_text("query", query, max_chars=self.settings.max_query_chars)
+        out: Vector = self.embedder.encode([query])[0]
+        return out
+
+    # -- update ----------------------------------------------------------------------------
+
+    def add(
+        self,
+        session_id: str,
+        query: str,
+        passages: Sequence[Passage | str] | None = None,
+        response: str = "",
+        *,
+        metadata: Mapping[str, Any] | None = None,
+        query_vector: Vector | None = None,
+        timestamp: float | None = None,
+    ) -> AddResult:
+        """Store one turn's triple, merge near-duplicates, evict beyond capacity.
+
+        Passages that carry a ``vector`` are not re-encoded. All input is checked before
+        anything is written, so a bad call leaves the session as it was.
+        """
+        check_session_id(session_id)
+        check_text("query", query, max_chars=self.settings.max_query_chars)
+        check_text("response", response, max_chars=self.settings.max_text_chars, allow_empty=True)
+        items = self._passages(passages)
+        meta = dict(metadata or {})
+        try:
+            json.dumps(meta)
+        except (TypeError, ValueError) as exc:
+            raise TypeError(f"metadata must be JSON-serialisable: {exc}") from None
+        if timestamp is not None and (
+            isinstance(timestamp, bool) or not isinstance(timestamp, (int, float))
+            or not np.isfinite(timestamp)
+        ):
+            raise TypeError(f"timestamp must be a finite number of seconds, got {timestamp!r}")
+
+        qv, rv, pv = self._encode_turn(query, response, items, query_vector)
+        items = [replace(p, vector=None) for p in items]
+
+        for _ in range(_MAX_RETRIES):
+            s = self._session(session_id)
+            with s.lock:
+                try:
+                    return self._add_locked(
+                        session_id, s, query, items, response, meta, qv, rv, pv, timestamp
+                    )
+                except StaleSessionError:
+                    self._reload(session_id, s)
+        raise StaleSessionError(f"session {session_id!r} kept changing; gave up after retries")
+
+    def _encode_turn(
+        self, query: str, response: str, items: list[Passage], query_vector: Vector | None
+    ) -> tuple[Vector, Vector | None, Vector]:
+        dim = self.embedder.dimension
+        missing = [i for i, p in enumerate(items) if p.vector is None]
+        texts = ([query] if query_vector is None else []) + ([response] if response else [])
+        texts += [items[i].text for i in missing]
+        enc = self.embedder.encode(texts) if texts else np.zeros((0, dim), np.float32)
+        pos = 0
+        if query_vector is None:
+            qv = enc[0]
+            pos = 1
+        else:
+            qv = self._vector("query_vector", query_vector)
+        rv = None
+        if response:
+            rv = enc[pos]
+            pos += 1
+        pv = np.zeros((len(items), dim), dtype=np.float32)
+        for i, p in enumerate(items):
+            if p.vector is not None:
+                pv[i] = self._vector(f"passages[{i}].vector", p.vector)
+        if missing:
+            pv[missing] = enc[pos:]
+        return qv, rv, pv
+
+    def _add_locked(
+        self,
+        session_id: str,
+        s: _Session,
+        query: str,
+        items: list[Passage],
+        response: str,
+        meta: dict[str, Any],
+        qv: Vector,
+        rv: Vector | None,
+        pv: Vector,
+        timestamp: float | None,
+    ) -> AddResult:
+        now = float(self.clock() if timestamp is None else timestamp)
+        index = s.next_index
+        slots, sims = s.similarities(qv)
+        dup = self._near_duplicate(s, slots, sims, rv)
+        if dup is not None:
+            turn = self._merged(dup, index, query, items, response, meta, qv, rv, pv, now)
+        else:
+            turn = Turn(
+                session_id=session_id, turn_id=uuid.uuid4().hex, index=index, query=query,
+                passages=tuple(items), response=response, timestamp=now, query_vector=qv,
+                response_vector=rv, passage_vectors=pv, metadata=meta,
+            )
+        size = len(s.turns) + (0 if dup is not None else 1)
+        evicted = self._eviction(
+            s, slots, sims, index, now, size - self.settings.capacity, turn.turn_id
+        )
+        s.version = self.store.apply(
+            session_id, upsert=[turn], delete=evicted, expected_version=s.version
+        )
+        s.drop(evicted)
+        s.put([turn])
+        return AddResult(turn=turn, merged=dup is not None, evicted=tuple(evicted))
+
+    def _near_duplicate(
+        self, s: _Session, slots: np.ndarray, sims: np.ndarray, rv: Vector | None
+    ) -> Turn | None:
+        if not sims.size:
+            return None
+        best = int(np.argmax(sims))
+        if sims[best] < self.settings.merge_threshold:
+            return None
+        old = s.turns[s.queries.key_at(int(slots[best]))]
+        other = old.response_vector
+        threshold = self.settings.merge_threshold
+        if rv is not None and other is not None and float(other @ rv) < threshold:
+            return None
+        return old
+
+    def _merged(
+        self, old: Turn, index: int, query: str, items: list[Passage], response: str,
+        meta: dict[str, Any], qv: Vector, rv: Vector | None, pv: Vector, now: float,
+    ) -> Turn:
+        """The newer turn wins; passages are the union (newest first), capped."""
+        seen = {p.key for p in items}
+        keep = [i for i, p in enumerate(old.passages) if p.key not in seen]
+        room = max(self.settings.max_passages - len(items), 0)
+        keep = keep[:room]
+        passages = tuple(items) + tuple(old.passages[i] for i in keep)
+        vectors = np.concatenate([pv, old.passage_vectors[keep]]) if keep else pv
+        return replace(
+            old, index=index, query=query, passages=passages,
+            response=response or old.response, timestamp=now, query_vector=qv,
+            response_vector=rv if rv is not None else old.response_vector,
+            passage_vectors=np.ascontiguousarray(vectors, dtype=np.float32),
+            metadata={**old.metadata, **meta}, hits=old.hits + 1,
+        )
+
+    def _weights(
+        self, s: _Session, slots: np.ndarray, sims: np.ndarray, index: int, now: float
+    ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """(relevance, recency, weight) of the turns in ``slots`` given their similarities."""
+        rel = scoring.relevance(sims)
+        rec = scoring.recency(
+            index - s.slot_index[slots], self.settings.half_life_turns,
+            now - s.slot_time[slots], self.settings.half_life_seconds,
+        )
+        return rel, rec, scoring.combined_weight(rel, rec, self.settings.alpha)
+
+    def _eviction(
+        self, s: _Session, slots: np.ndarray, sims: np.ndarray, index: int, now: float, n: int,
+        protect: str,
+    ) -> list[str]:
+        if n <= 0:
+            return []
+        _, _, weight = self._weights(s, slots, sims, index, now)
+        if protect in s.queries:
+            weight[slots == s.queries.slot_of(protect)] = np.inf
+        return [s.queries.key_at(int(slots[i])) for i in scoring.lowest_weights(weight, n)]
+
+    # -- reads -----------------------------------------------------------------------------
+
+    def _query_vector(self, query: str | Vector) -> Vector:
+        if isinstance(query, np.ndarray):
+            return self._vector("query", query)
+        return self.encode_query(query)
+
+    @staticmethod
+    def _check_k(k: Any) -> int:
+        if isinstance(k, bool) or not isinstance(k, int):
+            raise TypeError(f"k must be an int >= 1, got {type(k).__name__}")
+        if k < 1:
+            raise ValueError(f"k must be >= 1, got {k}")
+        return k
+
+    def search(self, session_id: str, query: str | Vector, k: int = 5) -> list[HistoryHit]:
+        """The ``k`` stored turns of the session with the highest weight for ``query``.
+
+        The weight is the update rule's ``alpha * relevance + (1 - alpha) * recency``, scored
+        exactly over every stored turn in one vectorised pass over the FAISS storage.
+        """
+        check_session_id(session_id)
+        self._check_k(k)
+        qv = self._query_vector(query)
+        s = self._session(session_id)
+        with s.lock:
+            if not s.turns:
+                return []
+            return self._top_weighted(s, qv, k)
+
+    def _top_weighted(self, s: _Session, qv: Vector, k: int) -> list[HistoryHit]:
+        slots, sims = s.similarities(qv)
+        rel, rec, w = self._weights(s, slots, sims, s.next_index, float(self.clock()))
+        top = np.argpartition(-w, k - 1)[:k] if w.size > k else np.arange(w.size)
+        order = top[np.lexsort((-s.slot_index[slots[top]], -w[top]))]
+        return [
+            HistoryHit(
+                turn=s.turns[s.queries.key_at(int(slots[i]))], relevance=float(rel[i]),
+                recency=float(rec[i]), weight=float(w[i]),
+            )
+            for i in order
+        ]
+
+    def search_passages(
+        self, session_id: str, query: str | Vector, k: int = 5
+    ) -> list[PassageHit]:
+        """The ``k`` passages stored with this session's turns most similar to ``query``."""
+        check_session_id(session_id)
+        self._check_k(k)
+        qv = self._query_vector(query)
+        s = self._session(session_id)
+        with s.lock:
+            return [
+                PassageHit(turn=s.turns[tid], position=pos, similarity=sim)
+                for (tid, pos), sim in s.passages.search(qv, k)
+            ]
+
+    def turns(self, session_id: str) -> list[Turn]:
+        """The session's stored turns, oldest first."""
+        check_session_id(session_id)
+        s = self._session(session_id)
+        with s.lock:
+            return sorted(s.turns.values(), key=lambda t: t.index)
+
+    def size(self, session_id: str) -> int:
+        check_session_id(session_id)
+        s = self._session(session_id)
+        return len(s.turns)
+
+    def delete_session(self, session_id: str) -> None:
+        """Forget everything of one session (and only that session)."""
+        check_session_id(session_id)
+        s = self._session(session_id)
+        with s.lock:
+            self.store.delete_session(session_id)
+            self._reload(session_id, s)
+
+    def close(self) -> None:
+        self.store.close()

@@ -1,0 +1,158 @@
+"""A FAISS inner-product index with stable slots, for history items that come and go.
+
+``IndexIDMap.remove_ids`` on a flat index compacts the whole array (about 1 ms per removal at
+10k vectors, 15 ms at 100k). Eviction happens on almost every turn once a session is full, so
+this index frees the slot instead (zeroing it) and the next insert reuses it: O(d) per update.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Hashable
+from typing import Generic, TypeVar
+
+import faiss
+import numpy as np
+
+from dhrag_core.records import Vector
+
+__all__ = ["VectorIndex"]
+
+K = TypeVar("K", bound=Hashable)
+
+
+class VectorIndex(Generic[K]):
+    """Keys -> unit vectors; exact top-k by inner product (cosine for normalised vectors)."""
+
+    def __init__(self, dimension: int) -> None:
+        self.dimension = dimension
+        self._index = faiss.IndexFlatIP(dimension)
+        self._keys: list[K | None] = []
+        self._slot: dict[K, int] = {}
+        self._free: list[int] = []
+        self._live = np.zeros(0, dtype=bool)
+
+    def __len__(self) -> int:
+        return len(self._slot)
+
+    def __contains__(self, key: object) -> bool:
+        return key in self._slot
+
+    def _storage(self) -> Vector:
+        n = self._index.ntotal
+        return faiss.rev_swig_ptr(self._index.get_xb(), n * self.dimension).reshape(
+            n, self.dimension
+        )
+
+    def _check(self, vectors: np.ndarray) -> Vector:
+        v = np.ascontiguousarray(vectors, dtype=np.float32)
+        if v.ndim == 1:
+            v = v[None, :]
+        if v.ndim != 2 or v.shape[1] != self.dimension:
+            raise ValueError(f"vectors must have shape (n, {self.dimension}), got {v.shape}")
+        if not np.isfinite(v).all():
+            raise ValueError("vectors contain NaN or infinity")
+        return v
+
+    def add(self, keys: list[K], vectors: np.ndarray) -> None:
+        """Insert (or overwrite) one vector per key."""
+        v = self._check(vectors)
+        if len(keys) != v.shape[0]:
+            raise ValueError(f"{len(keys)} keys for {v.shape[0]} vectors")
+        fresh: list[int] = []
+        for row, key in enumerate(keys):
+            slot = self._slot.get(key)
+            if slot is None and self._free:
+                slot = self._free.pop()
+            if slot is None:
+                fresh.append(row)
+                continue
+            self._storage()[slot] = v[row]
+            self._keys[slot] = key
+            self._slot[key] = slot
+            self._live[slot] = True
+        if fresh:
+            start = self._index.ntotal
+            self._index.add(v[fresh])
+            for i, row in enumerate(fresh):
+                self._keys.append(keys[row])
+                self._slot[keys[row]] = start + i
+            if self._live.size < self._index.ntotal:
+                grown = np.zeros(max(2 * self._live.size, self._index.ntotal), dtype=bool)
+                grown[: self._live.size] = self._live
+                self._live = grown
+            self._live[start : self._index.ntotal] = True
+
+    def remove(self, keys: list[K]) -> None:
+        """Forget keys (unknown keys are ignored); their slots are reused by later adds."""
+        storage = self._storage() if keys else None
+        for key in keys:
+            slot = self._slot.pop(key, None)
+            if slot is None:
+                continue
+            assert storage is not None
+            storage[slot] = 0.0
+            self._keys[slot] = None
+            self._live[slot] = False
+            self._free.append(slot)
+
+    def search(self, query: np.ndarray, k: int) -> list[tuple[K, float]]:
+        """Top ``k`` keys by inner product with ``query``, best first."""
+        if k <= 0 or not self._slot:
+            return []
+        q = self._check(query)[:1]
+        # One query: a BLAS matrix-vector product over FAISS's own storage beats
+        # IndexFlat.search, whose OpenMP start-up dominates (1.2 vs 0.3 ms at 10k on 2 cores).
+        sims = self._storage() @ q[0]
+        sims[~self._live[: sims.size]] = -np.inf
+        k = min(k, len(self._slot))
+        top = np.argpartition(-sims, k - 1)[:k] if k < sims.size else np.arange(sims.size)
+        top = top[np.argsort(-sims[top], kind="stable")]
+        return [(self._keys[int(i)], float(sims[i])) for i in top]  # type: ignore[misc]
+
+    def search_many(self, queries: np.ndarray, k: int) -> list[list[tuple[K, float]]]:
+        """Batch top-``k`` through FAISS (multi-threaded; worth it from a few queries up)."""
+        q = self._check(queries)
+        if k <= 0 or not self._slot:
+            return [[] for _ in range(q.shape[0])]
+        want = min(k + len(self._free), self._index.ntotal)
+        scores, slots = self._index.search(q, want)
+        out: list[list[tuple[K, float]]] = []
+        for row_scores, row_slots in zip(scores, slots, strict=True):
+            hits: list[tuple[K, float]] = []
+            for v, s in zip(row_scores, row_slots, strict=True):
+                key = self._keys[s] if s >= 0 else None
+                if key is not None and len(hits) < k:
+                    hits.append((key, float(v)))
+            out.append(hits)
+        return out
+
+    def slot_of(self, key: K) -> int:
+        """The slot holding ``key`` (KeyError if absent); slots are stable until removal."""
+        return self._slot[key]
+
+    def key_at(self, slot: int) -> K:
+        key = self._keys[slot]
+        if key is None:
+            raise KeyError(f"slot {slot} is free")
+        return key
+
+    @property
+    def n_slots(self) -> int:
+        """Live plus free slots: the length of arrays that callers keep aligned with slots."""
+        return int(self._index.ntotal)
+
+    def similarities(self, query: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """``(slots, inner products)`` of every live vector with ``query``, in slot order."""
+        q = self._check(query)[0]
+        if not self._slot:
+            return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.float32)
+        slots = np.flatnonzero(self._live[: self._index.ntotal])
+        sims = self._storage() @ q
+        return slots, sims[slots]
+
+    def vectors(self, keys: list[K]) -> Vector:
+        """Stored vectors of ``keys`` (KeyError for an unknown key)."""
+        slots = [self._slot[k] for k in keys]
+        return np.array(self._storage()[slots], dtype=np.float32).reshape(
+            len(keys), self.dimension
+        )

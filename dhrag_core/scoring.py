@@ -1,0 +1,60 @@
+"""Pure, vectorised scoring functions of the dynamic update (paper eq. 13-14)."""
+
+from __future__ import annotations
+
+import numpy as np
+import numpy.typing as npt
+
+__all__ = ["combined_weight", "lowest_weights", "recency", "relevance"]
+
+FloatArray = npt.NDArray[np.float64]
+
+
+def relevance(similarity: npt.ArrayLike) -> FloatArray:
+    """Map cosine similarities to a relevance in [0, 1] (negative similarity counts as none)."""
+    sim = np.asarray(similarity, dtype=np.float64)
+    return np.clip(np.nan_to_num(sim, nan=0.0), 0.0, 1.0)
+
+
+def recency(
+    turn_age: npt.ArrayLike,
+    half_life_turns: float,
+    seconds_age: npt.ArrayLike | None = None,
+    half_life_seconds: float | None = None,
+) -> FloatArray:
+    """Half-life decay in [0, 1]: halves every ``half_life_turns`` turns (and seconds, if given).
+
+    Ages below zero (a clock that went backwards) count as zero, so recency never exceeds 1.
+    """
+    if half_life_turns <= 0:
+        raise ValueError(f"half_life_turns must be > 0, got {half_life_turns!r}")
+    turns = np.maximum(np.asarray(turn_age, dtype=np.float64), 0.0)
+    out = np.exp2(-turns / half_life_turns)
+    if seconds_age is not None and half_life_seconds is not None:
+        if half_life_seconds <= 0:
+            raise ValueError(f"half_life_seconds must be > 0, got {half_life_seconds!r}")
+        secs = np.maximum(np.asarray(seconds_age, dtype=np.float64), 0.0)
+        out = out * np.exp2(-secs / half_life_seconds)
+    return out
+
+
+def combined_weight(relevance: npt.ArrayLike, recency: npt.ArrayLike, alpha: float) -> FloatArray:
+    """``alpha * relevance + (1 - alpha) * recency`` (paper eq. 13)."""
+    if not 0.0 <= alpha <= 1.0:
+        raise ValueError(f"alpha must be in [0, 1], got {alpha!r}")
+    rel = np.asarray(relevance, dtype=np.float64)
+    rec = np.asarray(recency, dtype=np.float64)
+    return alpha * rel + (1.0 - alpha) * rec
+
+
+def lowest_weights(weights: npt.ArrayLike, n: int) -> npt.NDArray[np.intp]:
+    """Positions of the ``n`` lowest weights (paper eq. 14: what TopN drops).
+
+    Ties go to the earlier position, so among equal weights the older item is evicted.
+    """
+    w = np.asarray(weights, dtype=np.float64)
+    if n <= 0:
+        return np.empty(0, dtype=np.intp)
+    if n >= w.size:
+        return np.arange(w.size, dtype=np.intp)
+    return np.sort(np.argsort(w, kind="stable")[:n])

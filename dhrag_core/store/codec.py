@@ -1,0 +1,79 @@
+"""Turn <-> plain values (JSON text and float32 bytes) for the durable stores."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import numpy as np
+
+from dhrag_core.records import Passage, Turn, Vector
+
+__all__ = ["decode_turn", "encode_turn", "vector_from_bytes", "vector_to_bytes"]
+
+
+def vector_to_bytes(v: Vector | None) -> bytes | None:
+    return None if v is None else np.ascontiguousarray(v, dtype="<f4").tobytes()
+
+
+def vector_from_bytes(b: bytes | None, dim: int, rows: int | None = None) -> Vector | None:
+    if b is None:
+        return None
+    a = np.frombuffer(b, dtype="<f4").astype(np.float32)
+    if rows is None:
+        if a.size != dim:
+            raise ValueError(f"stored vector has {a.size} values, expected {dim}")
+        return a
+    if a.size != rows * dim:
+        raise ValueError(f"stored matrix has {a.size} values, expected {rows}x{dim}")
+    return a.reshape(rows, dim)
+
+
+def _passage_to_json(p: Passage) -> dict[str, Any]:
+    return {"text": p.text, "id": p.id, "title": p.title, "score": p.score,
+            "metadata": dict(p.metadata)}
+
+
+def encode_turn(t: Turn) -> dict[str, Any]:
+    """Column values of one stored turn; vectors as little-endian float32 bytes."""
+    return {
+        "session_id": t.session_id,
+        "turn_id": t.turn_id,
+        "idx": t.index,
+        "query": t.query,
+        "response": t.response,
+        "ts": t.timestamp,
+        "hits": t.hits,
+        "metadata": json.dumps(dict(t.metadata), ensure_ascii=False),
+        "passages": json.dumps([_passage_to_json(p) for p in t.passages], ensure_ascii=False),
+        "dim": int(t.query_vector.shape[0]),
+        "qv": vector_to_bytes(t.query_vector),
+        "rv": vector_to_bytes(t.response_vector),
+        "pv": vector_to_bytes(t.passage_vectors),
+    }
+
+
+def decode_turn(row: dict[str, Any]) -> Turn:
+    dim = int(row["dim"])
+    passages = tuple(
+        Passage(text=p["text"], id=p["id"], title=p["title"], score=p["score"],
+                metadata=p["metadata"])
+        for p in json.loads(row["passages"])
+    )
+    qv = vector_from_bytes(row["qv"], dim)
+    pv = vector_from_bytes(row["pv"], dim, rows=len(passages))
+    assert qv is not None and pv is not None
+    return Turn(
+        session_id=row["session_id"],
+        turn_id=row["turn_id"],
+        index=int(row["idx"]),
+        query=row["query"],
+        passages=passages,
+        response=row["response"],
+        timestamp=float(row["ts"]),
+        query_vector=qv,
+        response_vector=vector_from_bytes(row["rv"], dim),
+        passage_vectors=pv,
+        metadata=json.loads(row["metadata"]),
+        hits=int(row["hits"]),
+    )

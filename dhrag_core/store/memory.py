@@ -1,0 +1,86 @@
+"""In-process store: the default when nothing needs to survive a restart."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+
+from dhrag_core.records import Turn
+from dhrag_core.store.base import StaleSessionError
+
+__all__ = ["MemoryStore"]
+
+
+@dataclass
+class _Session:
+    turns: dict[str, Turn] = field(default_factory=dict)
+    state: dict[str, bytes] = field(default_factory=dict)
+    version: int = 0
+
+
+class MemoryStore:
+    """A dict of sessions behind a lock; same contract as the durable stores."""
+
+    def __init__(self) -> None:
+        self._sessions: dict[str, _Session] = {}
+        self._lock = threading.Lock()
+
+    def load(self, session_id: str) -> tuple[list[Turn], int]:
+        with self._lock:
+            s = self._sessions.get(session_id)
+            if s is None:
+                return [], 0
+            return sorted(s.turns.values(), key=lambda t: t.index), s.version
+
+    def version(self, session_id: str) -> int:
+        with self._lock:
+            s = self._sessions.get(session_id)
+            return 0 if s is None else s.version
+
+    def apply(
+        self,
+        session_id: str,
+        *,
+        upsert: Sequence[Turn] = (),
+        delete: Sequence[str] = (),
+        state: Mapping[str, bytes] | None = None,
+        expected_version: int | None = None,
+    ) -> int:
+        for t in upsert:
+            if t.session_id != session_id:
+                raise ValueError(f"turn {t.turn_id} belongs to session {t.session_id!r}")
+        with self._lock:
+            s = self._sessions.get(session_id) or _Session()
+            if expected_version is not None and s.version != expected_version:
+                raise StaleSessionError(
+                    f"session {session_id!r} is at version {s.version}, expected {expected_version}"
+                )
+            for t in upsert:
+                s.turns[t.turn_id] = t
+            for turn_id in delete:
+                s.turns.pop(turn_id, None)
+            if state:
+                s.state.update(state)
+            s.version += 1
+            self._sessions[session_id] = s
+            return s.version
+
+    def get_state(self, session_id: str, key: str) -> bytes | None:
+        with self._lock:
+            s = self._sessions.get(session_id)
+            return None if s is None else s.state.get(key)
+
+    def delete_session(self, session_id: str) -> None:
+        with self._lock:
+            s = self._sessions.get(session_id)
+            if s is not None:
+                # the version survives, so caches elsewhere see the deletion as a change
+                self._sessions[session_id] = _Session(version=s.version + 1)
+
+    def sessions(self) -> list[str]:
+        with self._lock:
+            return sorted(k for k, s in self._sessions.items() if s.turns or s.state)
+
+    def close(self) -> None:
+        """Nothing to release."""

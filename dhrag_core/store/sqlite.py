@@ -1,0 +1,205 @@
+"""SQLite file store (stdlib ``sqlite3``, WAL): survives restarts, one transaction per apply."""
+
+from __future__ import annotations
+
+import sqlite3
+import threading
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+
+from dhrag_core.records import Turn
+from dhrag_core.store.base import StaleSessionError
+from dhrag_core.store.codec import decode_turn, encode_turn
+
+__all__ = ["SQLiteStore"]
+
+SCHEMA_VERSION = 1
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS dhrag_meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS dhrag_sessions (
+    session_id TEXT PRIMARY KEY,
+    version INTEGER NOT NULL
+);
+CREATE TABLE IF NOT EXISTS dhrag_turns (
+    session_id TEXT NOT NULL,
+    turn_id TEXT NOT NULL,
+    idx INTEGER NOT NULL,
+    query TEXT NOT NULL,
+    response TEXT NOT NULL,
+    ts REAL NOT NULL,
+    hits INTEGER NOT NULL,
+    metadata TEXT NOT NULL,
+    passages TEXT NOT NULL,
+    dim INTEGER NOT NULL,
+    qv BLOB NOT NULL,
+    rv BLOB,
+    pv BLOB NOT NULL,
+    PRIMARY KEY (session_id, turn_id)
+);
+CREATE INDEX IF NOT EXISTS dhrag_turns_by_idx ON dhrag_turns (session_id, idx);
+CREATE TABLE IF NOT EXISTS dhrag_state (
+    session_id TEXT NOT NULL,
+    key TEXT NOT NULL,
+    value BLOB NOT NULL,
+    PRIMARY KEY (session_id, key)
+);
+"""
+
+_COLUMNS = ("session_id", "turn_id", "idx", "query", "response", "ts", "hits", "metadata",
+            "passages", "dim", "qv", "rv", "pv")
+
+
+class SQLiteStore:
+    """History in one SQLite file; safe for threads of one process and for several processes.
+
+    Args:
+        path: The database file (created with its folder if missing).
+        timeout: Seconds to wait for another process's write lock.
+    """
+
+    def __init__(self, path: str | Path, *, timeout: float = 30.0) -> None:
+        self.path = Path(path)
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self._lock = threading.RLock()
+        self._conn = sqlite3.connect(
+            str(self.path), timeout=timeout, isolation_level=None, check_same_thread=False
+        )
+        self._conn.row_factory = sqlite3.Row
+        self._conn.execute("PRAGMA journal_mode=WAL")
+        self._conn.execute("PRAGMA synchronous=NORMAL")
+        self._conn.execute("PRAGMA foreign_keys=ON")
+        self._create_schema()
+
+    def _create_schema(self) -> None:
+        with self._lock:
+            self._conn.executescript(_SCHEMA)
+            row = self._conn.execute(
+                "SELECT value FROM dhrag_meta WHERE key='schema_version'"
+            ).fetchone()
+            if row is None:
+                self._conn.execute(
+                    "INSERT OR IGNORE INTO dhrag_meta VALUES ('schema_version', ?)",
+                    (str(SCHEMA_VERSION),),
+                )
+            elif int(row[0]) > SCHEMA_VERSION:
+                raise RuntimeError(
+                    f"{self.path} has schema version {row[0]}, newer than this dhrag "
+                    f"({SCHEMA_VERSION}); upgrade dhrag"
+                )
+
+    def load(self, session_id: str) -> tuple[list[Turn], int]:
+        with self._lock:
+            self._conn.execute("BEGIN")
+            try:
+                rows = self._conn.execute(
+                    f"SELECT {', '.join(_COLUMNS)} FROM dhrag_turns WHERE session_id=? "
+                    "ORDER BY idx",
+                    (session_id,),
+                ).fetchall()
+                version = self._version(session_id)
+            finally:
+                self._conn.execute("COMMIT")
+        return [decode_turn(dict(r)) for r in rows], version
+
+    def _version(self, session_id: str) -> int:
+        row = self._conn.execute(
+            "SELECT version FROM dhrag_sessions WHERE session_id=?", (session_id,)
+        ).fetchone()
+        return 0 if row is None else int(row[0])
+
+    def version(self, session_id: str) -> int:
+        with self._lock:
+            return self._version(session_id)
+
+    def apply(
+        self,
+        session_id: str,
+        *,
+        upsert: Sequence[Turn] = (),
+        delete: Sequence[str] = (),
+        state: Mapping[str, bytes] | None = None,
+        expected_version: int | None = None,
+    ) -> int:
+        rows = []
+        for t in upsert:
+            if t.session_id != session_id:
+                raise ValueError(f"turn {t.turn_id} belongs to session {t.session_id!r}")
+            rows.append(encode_turn(t))
+        placeholders = ", ".join("?" for _ in _COLUMNS)
+        with self._lock:
+            c = self._conn
+            c.execute("BEGIN IMMEDIATE")
+            try:
+                current = self._version(session_id)
+                if expected_version is not None and current != expected_version:
+                    raise StaleSessionError(
+                        f"session {session_id!r} is at version {current}, "
+                        f"expected {expected_version}"
+                    )
+                c.executemany(
+                    f"INSERT OR REPLACE INTO dhrag_turns ({', '.join(_COLUMNS)}) "
+                    f"VALUES ({placeholders})",
+                    [tuple(r[k] for k in _COLUMNS) for r in rows],
+                )
+                c.executemany(
+                    "DELETE FROM dhrag_turns WHERE session_id=? AND turn_id=?",
+                    [(session_id, tid) for tid in delete],
+                )
+                for key, value in (state or {}).items():
+                    c.execute(
+                        "INSERT OR REPLACE INTO dhrag_state VALUES (?, ?, ?)",
+                        (session_id, key, bytes(value)),
+                    )
+                c.execute(
+                    "INSERT INTO dhrag_sessions VALUES (?, 1) ON CONFLICT(session_id) "
+                    "DO UPDATE SET version = version + 1",
+                    (session_id,),
+                )
+                new_version = self._version(session_id)
+                c.execute("COMMIT")
+            except BaseException:
+                c.execute("ROLLBACK")
+                raise
+        return new_version
+
+    def get_state(self, session_id: str, key: str) -> bytes | None:
+        with self._lock:
+            row = self._conn.execute(
+                "SELECT value FROM dhrag_state WHERE session_id=? AND key=?", (session_id, key)
+            ).fetchone()
+        return None if row is None else bytes(row[0])
+
+    def delete_session(self, session_id: str) -> None:
+        with self._lock:
+            c = self._conn
+            c.execute("BEGIN IMMEDIATE")
+            try:
+                for table in ("dhrag_turns", "dhrag_state"):
+                    c.execute(f"DELETE FROM {table} WHERE session_id=?", (session_id,))
+                # the version survives, so caches elsewhere see the deletion as a change
+                c.execute(
+                    "UPDATE dhrag_sessions SET version = version + 1 WHERE session_id=?",
+                    (session_id,),
+                )
+                c.execute("COMMIT")
+            except BaseException:
+                c.execute("ROLLBACK")
+                raise
+
+    def sessions(self) -> list[str]:
+        with self._lock:
+            rows = self._conn.execute(
+                "SELECT session_id FROM dhrag_turns UNION SELECT session_id FROM dhrag_state "
+                "ORDER BY 1"
+            ).fetchall()
+        return [r[0] for r in rows]
+
+    def integrity_check(self) -> str:
+        """SQLite's ``PRAGMA integrity_check`` result ("ok" when the file is sound)."""
+        with self._lock:
+            return str(self._conn.execute("PRAGMA integrity_check").fetchone()[0])
+
+    def close(self) -> None:
+        with self._lock:
+            self._conn.close()

@@ -1,0 +1,34 @@
+"""The history database on its own: store turns, search them, survive a restart (offline).
+
+    python examples/history_database.py
+"""
+
+from __future__ import annotations
+
+import tempfile
+from pathlib import Path
+
+from dhrag_core import HistoryDatabase, MiniLMEmbedder, Settings
+
+
+def main() -> None:
+    embedder = MiniLMEmbedder()
+    with tempfile.TemporaryDirectory() as tmp:
+        url = f"sqlite:///{Path(tmp) / 'history.db'}"
+        db = HistoryDatabase(embedder=embedder, store=url, settings=Settings(capacity=100))
+        db.add("alice", "What is the Great Wall of China built out of?",
+               ["The Great Wall is made of stone, brick, tamped earth and wood."],
+               "Stone, brick, tamped earth and wood.")
+        db.add("alice", "Where do guinea pigs sleep in the wild?",
+               ["Wild cavies shelter in the burrows of other animals."],
+               "In burrows dug by other animals.")
+        db.close()
+
+        db = HistoryDatabase(embedder=embedder, store=url)  # a restart: same history
+        for hit in db.search("alice", "How long is the wall?", k=2):
+            print(f"{hit.weight:.2f}  {hit.turn.query}")
+        db.close()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,51 @@
+"""Shared fixtures: a hashing embedder, a controllable clock, databases on every store."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from dhrag_core import HashingEmbedder, HistoryDatabase, MemoryStore, Settings, SQLiteStore
+
+
+class FakeClock:
+    """A clock the test moves by hand."""
+
+    def __init__(self, start: float = 1_000_000.0) -> None:
+        self.now = start
+
+    def __call__(self) -> float:
+        return self.now
+
+    def advance(self, seconds: float) -> None:
+        self.now += seconds
+
+
+@pytest.fixture
+def embedder() -> HashingEmbedder:
+    return HashingEmbedder(dimension=256)
+
+
+@pytest.fixture
+def clock() -> FakeClock:
+    return FakeClock()
+
+
+@pytest.fixture(params=["memory", "sqlite"])
+def store_factory(request: pytest.FixtureRequest, tmp_path: Path):  # type: ignore[no-untyped-def]
+    """Makes stores of one backend; SQLite ones reopen the same file."""
+    path = tmp_path / "history.db"
+
+    def make() -> MemoryStore | SQLiteStore:
+        return MemoryStore() if request.param == "memory" else SQLiteStore(path)
+
+    return make
+
+
+@pytest.fixture
+def db(embedder: HashingEmbedder, clock: FakeClock) -> Iterator[HistoryDatabase]:
+    d = HistoryDatabase(embedder=embedder, settings=Settings(), clock=clock)
+    yield d
+    d.close()

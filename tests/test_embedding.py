@@ -1,0 +1,53 @@
+"""Embedders: the hashing one for tests, the real offline MiniLM default."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from dhrag_core import Embedder, HashingEmbedder, MiniLMEmbedder
+
+
+def test_hashing_embedder_is_deterministic_and_normalised(embedder: HashingEmbedder) -> None:
+    a = embedder.encode(["Who built the mosque?", ""])
+    b = HashingEmbedder(dimension=256).encode(["Who built the mosque?", ""])
+    np.testing.assert_array_equal(a, b)
+    assert a.dtype == np.float32 and a.shape == (2, 256)
+    assert np.linalg.norm(a[0]) == pytest.approx(1.0, abs=1e-6)
+    assert np.linalg.norm(a[1]) == 0.0  # empty text: zero vector, not NaN
+
+
+def test_hashing_embedder_relates_related_texts(embedder: HashingEmbedder) -> None:
+    v = embedder.encode(
+        ["history of the guinea pig", "guinea pigs as pets", "interest rates on bonds"]
+    )
+    assert v[0] @ v[1] > 0.3
+    assert v[0] @ v[1] > v[0] @ v[2] + 0.2
+
+
+def test_embedders_follow_the_protocol() -> None:
+    assert isinstance(HashingEmbedder(), Embedder)
+    assert isinstance(MiniLMEmbedder(), Embedder)
+
+
+@pytest.mark.parametrize("bad", ["one string", [1, 2], [None]])
+def test_encode_rejects_non_text(embedder: HashingEmbedder, bad: object) -> None:
+    with pytest.raises(TypeError, match="texts"):
+        embedder.encode(bad)  # type: ignore[arg-type]
+
+
+def test_minilm_reports_missing_weights_clearly() -> None:
+    e = MiniLMEmbedder(model_path="/nonexistent/model")
+    with pytest.raises(RuntimeError, match="weights are missing"):
+        e.encode(["hello"])
+
+
+@pytest.mark.model
+def test_minilm_gives_real_semantic_vectors() -> None:
+    e = MiniLMEmbedder()
+    v = e.encode(["Who designed the Eiffel Tower?", "Gustave Eiffel's company built the tower",
+                  "How do I open a savings account?"])
+    assert v.shape == (3, 384) and v.dtype == np.float32
+    np.testing.assert_allclose(np.linalg.norm(v, axis=1), 1.0, atol=1e-5)
+    assert v[0] @ v[1] > v[0] @ v[2] + 0.2
+    assert e.encode([]).shape == (0, 384)

@@ -1,0 +1,264 @@
+"""The history database: update rule, eviction, merging, persistence, isolation, bad input."""
+
+from __future__ import annotations
+
+import threading
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from dhrag_core import (
+    HashingEmbedder,
+    HistoryDatabase,
+    Passage,
+    Settings,
+    SQLiteStore,
+    scoring,
+)
+from tests.conftest import FakeClock
+
+TOPICS = [
+    "guinea pig diet and hay",
+    "bond interest rates",
+    "kubernetes pod scheduling",
+    "passport renewal forms",
+]
+
+
+def fill(db: HistoryDatabase, session: str, n: int, clock: FakeClock | None = None) -> None:
+    for i in range(n):
+        db.add(session, f"question {i} about {TOPICS[i % len(TOPICS)]}",
+               [f"passage {i} on {TOPICS[i % len(TOPICS)]}"], f"answer {i}")
+        if clock is not None:
+            clock.advance(10)
+
+
+def test_add_then_search_finds_the_related_turn(db: HistoryDatabase) -> None:
+    fill(db, "alice", 4)
+    hits = db.search("alice", "what do guinea pigs eat? hay?", k=2)
+    assert hits[0].turn.query == "question 0 about guinea pig diet and hay"
+    assert hits[0].weight >= hits[1].weight
+    assert 0 <= hits[0].relevance <= 1 and 0 <= hits[0].recency <= 1
+    p = db.search_passages("alice", "kubernetes pods", k=1)[0]
+    assert p.passage.text == "passage 2 on kubernetes pod scheduling"
+
+
+def test_weight_follows_equation_13(embedder: HashingEmbedder, clock: FakeClock) -> None:
+    s = Settings(alpha=0.3, half_life_turns=2.0, half_life_seconds=100.0)
+    db = HistoryDatabase(embedder=embedder, settings=s, clock=clock)
+    db.add("s", "guinea pig hay", [], "")
+    clock.advance(100)
+    db.add("s", "bond interest", [], "")
+    hit = next(h for h in db.search("s", "guinea pig hay", k=2) if h.turn.index == 0)
+    # turn 0 is 2 turns (next index 2) and 100 s old: recency = 0.5 * 0.5
+    assert hit.recency == pytest.approx(0.25)
+    assert hit.relevance == pytest.approx(1.0, abs=1e-5)
+    assert hit.weight == pytest.approx(0.3 * 1.0 + 0.7 * 0.25, abs=1e-5)
+
+
+def test_capacity_bound_evicts_lowest_weight(embedder: HashingEmbedder, clock: FakeClock) -> None:
+    s = Settings(capacity=5, alpha=0.5, half_life_turns=3.0)
+    db = HistoryDatabase(embedder=embedder, settings=s, clock=clock)
+    for i in range(12):
+        q = f"question {i} about {TOPICS[i % 4]}"
+        before = db.turns("s")
+        qv = embedder.encode([q])[0]
+        r = db.add("s", q, [f"p{i}"], f"a{i}")
+        assert db.size("s") <= 5
+        if before and len(before) + 1 > 5:
+            # recompute eq. 13 for everything stored before, against the new query
+            idx = r.turn.index
+            sims = np.array([t.query_vector @ qv for t in before])
+            rec = scoring.recency([idx - t.index for t in before], 3.0,
+                                  [clock() - t.timestamp for t in before], s.half_life_seconds)
+            w = scoring.combined_weight(scoring.relevance(sims), rec, 0.5)
+            expected = before[int(scoring.lowest_weights(w, 1)[0])].turn_id
+            assert r.evicted == (expected,)
+            assert expected not in {t.turn_id for t in db.turns("s")}
+            assert all(h.turn.turn_id != expected for h in db.search("s", q, k=10))
+        clock.advance(5)
+    assert db.turns("s")[-1].query == "question 11 about " + TOPICS[3]
+
+
+def test_eviction_reaches_store_and_indexes(tmp_path: Path, embedder: HashingEmbedder) -> None:
+    path = tmp_path / "h.db"
+    db = HistoryDatabase(embedder=embedder, store=SQLiteStore(path),
+                         settings=Settings(capacity=3))
+    fill(db, "s", 10)
+    assert len(SQLiteStore(path).load("s")[0]) == 3
+    assert len(db.search_passages("s", "passage", k=50)) == 3
+
+
+def test_near_duplicate_turn_is_merged(db: HistoryDatabase) -> None:
+    a = db.add("s", "Who built the mosque?", [Passage("built in 1680", id="kb1")], "In 1680.")
+    db.add("s", "What is a bond?", ["a bond is debt"], "Debt.")
+    b = db.add("s", "Who built the mosque?", [Passage("the architect", id="kb2")], "In 1680.")
+    assert b.merged and b.turn.turn_id == a.turn.turn_id and b.turn.hits == 2
+    assert [p.id for p in b.turn.passages] == ["kb2", "kb1"]
+    assert b.turn.index == 2 and db.size("s") == 2
+    # same words, different answer: a different turn, not a duplicate
+    c = db.add("s", "Who built the mosque?", [], "A completely different reply about bridges.")
+    assert not c.merged and db.size("s") == 3
+
+
+def test_passage_vectors_are_not_reencoded(clock: FakeClock) -> None:
+    seen: list[str] = []
+
+    class Counting(HashingEmbedder):
+        def encode(self, texts):  # type: ignore[no-untyped-def]
+            seen.extend(texts)
+            return super().encode(texts)
+
+    e = Counting()
+    db = HistoryDatabase(embedder=e, clock=clock)
+    v = HashingEmbedder().encode(["precomputed passage"])[0]
+    db.add("s", "question", [Passage("precomputed passage", vector=v), "fresh passage"], "ans")
+    assert seen == ["question", "ans", "fresh passage"]
+    stored = db.turns("s")[0]
+    np.testing.assert_allclose(stored.passage_vectors[0], v, atol=1e-6)
+    assert stored.passages[0].vector is None  # vectors live in passage_vectors only
+
+
+def test_sqlite_reload_gives_identical_retrieval(
+    tmp_path: Path, embedder: HashingEmbedder, clock: FakeClock
+) -> None:
+    path = tmp_path / "h.db"
+    s = Settings(capacity=6)
+    db = HistoryDatabase(embedder=embedder, store=SQLiteStore(path), settings=s, clock=clock)
+    fill(db, "alice", 9, clock)
+    fill(db, "bob", 3, clock)
+    queries = ["guinea pigs", "interest", "pods", "renew passport"]
+    before = {q: [(h.turn.turn_id, h.weight) for h in db.search("alice", q, k=4)] for q in queries}
+    db.close()
+    db2 = HistoryDatabase(embedder=embedder, store=f"sqlite:///{path}", settings=s, clock=clock)
+    after = {q: [(h.turn.turn_id, h.weight) for h in db2.search("alice", q, k=4)] for q in queries}
+    assert after == before
+    assert db2.size("alice") == 6 and db2.size("bob") == 3
+    # the turn counter continues after a restart
+    assert db2.add("alice", "a new question", [], "").turn.index == 9
+
+
+def test_two_processes_share_a_sqlite_file(tmp_path: Path, embedder: HashingEmbedder) -> None:
+    url = f"sqlite:///{tmp_path / 'h.db'}"
+    w1 = HistoryDatabase(embedder=embedder, store=url, settings=Settings(capacity=4))
+    w2 = HistoryDatabase(embedder=embedder, store=url, settings=Settings(capacity=4))
+    for i in range(6):
+        (w1 if i % 2 else w2).add("s", f"question {i} {TOPICS[i % 4]}", [], "")
+    assert w1.size("s") == w2.size("s") == 4
+    assert [t.index for t in w1.turns("s")] == [t.index for t in w2.turns("s")]
+    assert w1.turns("s")[-1].index == 5
+
+
+def test_sessions_never_leak(db: HistoryDatabase) -> None:
+    db.add("alice", "alice secret about guinea pigs", ["alice passage"], "alice answer")
+    db.add("bob", "bob question about bonds", ["bob passage"], "bob answer")
+    for q in ["alice secret guinea pigs", "bob bonds"]:
+        assert {h.turn.session_id for h in db.search("bob", q, k=10)} == {"bob"}
+        assert {h.turn.session_id for h in db.search_passages("bob", q, k=10)} == {"bob"}
+    db.delete_session("bob")
+    assert db.search("bob", "bob bonds", k=5) == []
+    assert db.size("alice") == 1
+    assert db.search("nobody", "anything", k=3) == []
+
+
+BAD_ADDS = [
+    ({"query": ""}, ValueError, "query"),
+    ({"query": "   \n"}, ValueError, "query"),
+    ({"query": None}, TypeError, "query"),
+    ({"query": 42}, TypeError, "query"),
+    ({"query": b"\xff\xfe bytes"}, TypeError, "decode"),
+    ({"query": "bad \udcff surrogate"}, ValueError, "Unicode"),
+    ({"query": "x" * 10_000_000}, ValueError, "limit"),
+    ({"query": "nul\x00byte"}, ValueError, "NUL"),
+    ({"response": None}, TypeError, "response"),
+    ({"response": "y" * 10_000_000}, ValueError, "response"),
+    ({"passages": "one string"}, TypeError, "passages"),
+    ({"passages": [None]}, TypeError, r"passages\[0\]"),
+    ({"passages": ["ok", "   "]}, ValueError, r"passages\[1\]"),
+    ({"metadata": {"x": object()}}, TypeError, "metadata"),
+    ({"query_vector": np.ones(3)}, ValueError, "query_vector"),
+    ({"query_vector": np.full(256, np.nan)}, ValueError, "query_vector"),
+    ({"session_id": ""}, ValueError, "session_id"),
+    ({"session_id": None}, TypeError, "session_id"),
+    ({"session_id": "s" * 300}, ValueError, "session_id"),
+    ({"timestamp": "yesterday"}, TypeError, "timestamp"),
+]
+
+
+@pytest.mark.parametrize(("change", "exc", "match"), BAD_ADDS)
+def test_bad_input_is_rejected_and_loses_nothing(
+    tmp_path: Path, embedder: HashingEmbedder, change: dict, exc: type, match: str  # type: ignore[type-arg]
+) -> None:
+    db = HistoryDatabase(embedder=embedder, store=SQLiteStore(tmp_path / "h.db"))
+    fill(db, "s", 3)
+    before = [(t.turn_id, t.query) for t in db.turns("s")]
+    args = {"session_id": "s", "query": "valid question", "passages": ["p"], "response": "r",
+            **change}
+    with pytest.raises(exc, match=match):
+        db.add(args.pop("session_id"), args.pop("query"), **args)
+    assert [(t.turn_id, t.query) for t in db.turns("s")] == before
+    assert SQLiteStore(tmp_path / "h.db").integrity_check() == "ok"
+    assert db.add("s", "still works", [], "").turn.index == 3
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "exc"),
+    [({"alpha": 1.5}, ValueError), ({"alpha": -0.1}, ValueError), ({"capacity": -1}, ValueError),
+     ({"capacity": 0}, ValueError), ({"capacity": 2.5}, TypeError), ({"alpha": "0.5"}, TypeError),
+     ({"half_life_turns": 0}, ValueError), ({"alpha": float("nan")}, ValueError)],
+)
+def test_bad_settings_name_the_argument(kwargs: dict, exc: type) -> None:  # type: ignore[type-arg]
+    with pytest.raises(exc, match=next(iter(kwargs))):
+        Settings(**kwargs)
+
+
+def test_bad_search_arguments(db: HistoryDatabase) -> None:
+    fill(db, "s", 2)
+    with pytest.raises(ValueError, match="k must be"):
+        db.search("s", "q", k=0)
+    with pytest.raises(TypeError, match="k must be"):
+        db.search("s", "q", k="3")  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match="query"):
+        db.search("s", "  ", k=1)
+    with pytest.raises(TypeError, match="settings"):
+        HistoryDatabase(embedder=HashingEmbedder(), settings={"alpha": 0.5})  # type: ignore[arg-type]
+
+
+def test_embedder_dimension_mismatch_on_reload(tmp_path: Path) -> None:
+    url = f"sqlite:///{tmp_path / 'h.db'}"
+    HistoryDatabase(embedder=HashingEmbedder(64), store=url).add("s", "question", [], "")
+    with pytest.raises(ValueError, match="embedder"):
+        HistoryDatabase(embedder=HashingEmbedder(128), store=url).size("s")
+
+
+@pytest.mark.parametrize("backend", ["memory", "sqlite"])
+def test_threads_on_many_sessions_lose_nothing_and_leak_nothing(
+    tmp_path: Path, embedder: HashingEmbedder, backend: str
+) -> None:
+    store = "memory" if backend == "memory" else f"sqlite:///{tmp_path / 'h.db'}"
+    db = HistoryDatabase(embedder=embedder, store=store, settings=Settings(capacity=1000))
+    errors: list[BaseException] = []
+
+    def worker(w: int) -> None:
+        try:
+            for i in range(40):
+                session = f"user{(w + i) % 6}"
+                db.add(session, f"{session} asks question w{w}i{i} about {TOPICS[i % 4]}",
+                       [f"{session} passage w{w}i{i}"], f"{session} answer")
+                for h in db.search(session, f"question w{w}i{i}", k=5):
+                    assert h.turn.session_id == session
+                    assert h.turn.query.startswith(session + " ")
+        except BaseException as exc:
+            errors.append(exc)
+
+    threads = [threading.Thread(target=worker, args=(w,)) for w in range(6)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not errors, errors
+    assert sum(db.size(f"user{u}") for u in range(6)) == 6 * 40
+    for u in range(6):
+        indexes = [t.index for t in db.turns(f"user{u}")]
+        assert indexes == list(range(40)), "every turn kept, numbered in order"
