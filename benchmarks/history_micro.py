@@ -1,9 +1,10 @@
 """Micro-benchmark of the history database: add + search per turn at 1k / 10k / 100k triples.
 
-Measures the history work alone (vectors are given, so no embedding call is timed) with the
-session full, so every ``add`` also evicts. Each size runs in its own process so peak RSS is
-that size's own. A naive baseline (Python list of vectors, stacked and scanned every turn,
-``list.pop`` eviction) runs in the same process for a ratio.
+Measures the history work alone -- ``select`` (hierarchical matching, chain tracking, weights)
+then ``add`` (weights, eviction, clustering, chains) -- with vectors given, so no embedding
+call is timed, and the session full, so every ``add`` also evicts. Each size runs in its own
+process so peak RSS is that size's own. A naive baseline (Python list of vectors, stacked and
+scanned every turn, ``list.pop`` eviction) runs in the same process for a ratio.
 
     python -m benchmarks.history_micro [--sizes 1000 10000 100000] [--turns 300]
 """
@@ -98,7 +99,7 @@ def run_size(n: int, turns: int) -> dict[str, Any]:
         passages = [Passage(text=f"new {i}.{j}", id=f"n{i}.{j}", vector=ps[i, j])
                     for j in range(PASSAGES_PER_TURN)]
         a = time.perf_counter()
-        db.search("s", qs[i], k=5)
+        db.select("s", qs[i])
         b = time.perf_counter()
         db.add("s", f"new query {i}", passages, "", query_vector=qs[i])
         c = time.perf_counter()

@@ -15,7 +15,7 @@ import numpy as np
 
 from dhrag_core.records import Vector
 
-__all__ = ["Embedder", "HashingEmbedder", "MiniLMEmbedder", "l2_normalise"]
+__all__ = ["Embedder", "HashingEmbedder", "MiniLMEmbedder", "l2_normalise", "tokens"]
 
 log = logging.getLogger(__name__)
 
@@ -114,6 +114,11 @@ def _stem(word: str) -> str:
     return word[:-1] if len(word) > 3 and word.endswith("s") and not word.endswith("ss") else word
 
 
+def tokens(text: str) -> list[str]:
+    """Lower-cased content words, light-stemmed (shared by the hashing embedder and labels)."""
+    return [_stem(w) for w in _TOKEN.findall(text.lower()) if w not in _STOPWORDS]
+
+
 class HashingEmbedder:
     """Deterministic bag-of-words embedder: content-word unigrams and character 4-grams, hashed.
 
@@ -133,10 +138,7 @@ class HashingEmbedder:
 
     def _features(self, text: str) -> list[tuple[str, float]]:
         feats: list[tuple[str, float]] = []
-        for word in _TOKEN.findall(text.lower()):
-            if word in _STOPWORDS:
-                continue
-            word = _stem(word)
+        for word in tokens(text):
             feats.append(("w:" + word, 1.0))
             padded = f"<{word}>"
             feats.extend(("c:" + padded[i : i + 4], 0.25) for i in range(len(padded) - 3))

@@ -20,11 +20,15 @@ from typing import Any
 import numpy as np
 
 from dhrag_core import scoring
+from dhrag_core.chains import chain_length_stats
+from dhrag_core.clustering import keyword_labels
 from dhrag_core.embedding import Embedder, MiniLMEmbedder, l2_normalise
+from dhrag_core.hierarchy import SessionTree
 from dhrag_core.index import VectorIndex
-from dhrag_core.records import HistoryHit, Passage, Turn, Vector
+from dhrag_core.records import HistoryHit, Passage, SelectedTurn, Turn, Vector
 from dhrag_core.settings import Settings
 from dhrag_core.store import HistoryStore, StaleSessionError, open_store
+from dhrag_core.summaries import ExtractiveSummariser, Summariser
 from dhrag_core.validation import check_session_id, check_text
 
 __all__ = ["AddResult", "HistoryDatabase", "PassageHit"]
@@ -61,16 +65,19 @@ class _Session:
     """Derived in-memory state of one session, rebuilt from the store whenever it changed."""
 
     dimension: int
+    settings: Settings
     version: int = 0
     turns: dict[str, Turn] = field(default_factory=dict)
     next_index: int = 0
     lock: threading.RLock = field(default_factory=threading.RLock)
+    latest: str | None = None
 
     def __post_init__(self) -> None:
         self.queries: VectorIndex[str] = VectorIndex(self.dimension)
         self.passages: VectorIndex[tuple[str, int]] = VectorIndex(self.dimension)
         self.slot_index = np.zeros(0, dtype=np.float64)
         self.slot_time = np.zeros(0, dtype=np.float64)
+        self.tree = SessionTree(self.dimension, self.settings)
         self._last: tuple[bytes, int, np.ndarray, np.ndarray] | None = None
 
     def similarities(self, qv: Vector) -> tuple[np.ndarray, np.ndarray]:
@@ -109,10 +116,17 @@ class _Session:
             self.slot_index[slot] = turn.index
             self.slot_time[slot] = turn.timestamp
         self.next_index = max(self.next_index, max(t.index for t in turns) + 1)
+        newest = max(turns, key=lambda t: t.index)
+        if self.latest is None or newest.index >= self.turns[self.latest].index:
+            self.latest = newest.turn_id
 
     def drop(self, turn_ids: Sequence[str]) -> None:
         for tid in turn_ids:
+            self.tree.remove(tid)
             old = self.turns.pop(tid, None)
+            if tid == self.latest:
+                rest = list(self.turns.values())
+                self.latest = max(rest, key=lambda t: t.index).turn_id if rest else None
             if old is not None:
                 self.passages.remove([(tid, i) for i in range(len(old.passages))])
         self.queries.remove(list(turn_ids))
@@ -130,6 +144,7 @@ class HistoryDatabase:
         store: A ``HistoryStore`` or a URL (``memory``, ``sqlite:///path.db``).
         settings: Weights, capacity and limits.
         clock: Seconds since the epoch; inject one to test recency.
+        summariser: Writes the summary-node texts shown in traces; default: extractive.
 
     Example:
         >>> from dhrag_core import HashingEmbedder, HistoryDatabase
@@ -145,6 +160,7 @@ class HistoryDatabase:
         store: HistoryStore | str | None = None,
         settings: Settings | None = None,
         clock: Callable[[], float] = time.time,
+        summariser: Summariser | None = None,
     ) -> None:
         if settings is not None and not isinstance(settings, Settings):
             raise TypeError(
@@ -158,6 +174,7 @@ class HistoryDatabase:
             open_store(store)
         )
         self.clock = clock
+        self.summariser: Summariser = summariser or ExtractiveSummariser()
         self._sessions: dict[str, _Session] = {}
         self._lock = threading.Lock()
 
@@ -168,7 +185,7 @@ class HistoryDatabase:
         with self._lock:
             s = self._sessions.get(session_id)
             if s is None:
-                s = self._sessions[session_id] = _Session(self.embedder.dimension)
+                s = self._sessions[session_id] = _Session(self.embedder.dimension, self.settings)
                 s.version = -1
         with s.lock:
             if s.version != self.store.version(session_id):
@@ -177,7 +194,7 @@ class HistoryDatabase:
 
     def _reload(self, session_id: str, s: _Session) -> None:
         turns, version = self.store.load(session_id)
-        fresh = _Session(self.embedder.dimension)
+        fresh = _Session(self.embedder.dimension, self.settings)
         for t in turns:
             if t.query_vector.shape[0] != self.embedder.dimension:
                 raise ValueError(
@@ -186,7 +203,9 @@ class HistoryDatabase:
                     "embedder the session was written with"
                 )
         fresh.put(turns)
+        fresh.tree.restore(turns)
         s.turns, s.queries, s.passages = fresh.turns, fresh.queries, fresh.passages
+        s.tree, s.latest = fresh.tree, fresh.latest
         s.slot_index, s.slot_time = fresh.slot_index, fresh.slot_time
         s.next_index, s.version = fresh.next_index, version
         s._last = None
@@ -202,10 +221,13 @@ class HistoryDatabase:
         out: list[Passage] = []
         for i, p in enumerate(passages):
             if isinstance(p, Passage):
-                check_text(f"passages[{i}].text", p.text, max_chars=self.settings.max_text_chars)
+                check_text(f"passages[{i}].text", p.text, max_chars=self.settings.max_text_chars,
+                           allow_empty=True)
                 out.append(p)
             else:
-                text = check_text(f"passages[{i}]", p, max_chars=self.settings.max_text_chars)
+                # retrievers do return empty documents; storing one is harmless
+                text = check_text(f"passages[{i}]", p, max_chars=self.settings.max_text_chars,
+                                  allow_empty=True)
                 out.append(Passage(text=text))
         if len(out) > self.settings.max_passages:
             raise ValueError(
@@ -274,7 +296,7 @@ class HistoryDatabase:
                         session_id, s, query, items, response, meta, qv, rv, pv, timestamp
                     )
                 except StaleSessionError:
-                    self._reload(session_id, s)
+                    continue  # reloaded already; retry against the fresh state
         raise StaleSessionError(f"session {session_id!r} kept changing; gave up after retries")
 
     def _encode_turn(
@@ -332,11 +354,21 @@ class HistoryDatabase:
         evicted = self._eviction(
             s, slots, sims, index, now, size - self.settings.capacity, turn.turn_id
         )
-        s.version = self.store.apply(
-            session_id, upsert=[turn], delete=evicted, expected_version=s.version
-        )
+        try:
+            for tid in [*evicted, *([dup.turn_id] if dup is not None else [])]:
+                s.tree.remove(tid)
+            cluster_id, chain_id, moved = s.tree.insert(turn)
+            turn = replace(turn, cluster_id=cluster_id, chain_id=chain_id)
+            upsert = [turn] + [replace(s.turns[tid], cluster_id=cid)
+                               for tid, cid in moved.items() if tid in s.turns]
+            s.version = self.store.apply(
+                session_id, upsert=upsert, delete=evicted, expected_version=s.version
+            )
+        except BaseException:
+            self._reload(session_id, s)  # the tree may be ahead of the store: rebuild it
+            raise
         s.drop(evicted)
-        s.put([turn])
+        s.put(upsert)
         return AddResult(turn=turn, merged=dup is not None, evicted=tuple(evicted))
 
     def _near_duplicate(
@@ -437,6 +469,102 @@ class HistoryDatabase:
             )
             for i in order
         ]
+
+    def select(self, session_id: str, query: str | Vector) -> list[SelectedTurn]:
+        """The history turns DH-RAG selects for ``query`` (D_h^HM and D_h^CoT), best first.
+
+        Candidates come from hierarchical matching (cluster -> summary -> turn), from the best
+        turn of the best chain T*, and the latest turn (elliptical follow-ups); each is
+        weighed like the update rule, ``alpha * relevance + (1 - alpha) * recency``, and the
+        ``history_turns`` best are kept. The ablation switches of ``Settings`` apply here.
+        """
+        check_session_id(session_id)
+        qv = self._query_vector(query)
+        s = self._session(session_id)
+        with s.lock:
+            if not s.turns:
+                return []
+            return self._select_locked(s, qv)
+
+    def _select_locked(self, s: _Session, qv: Vector) -> list[SelectedTurn]:
+        cfg = self.settings
+        alpha = cfg.alpha if cfg.use_recency else 1.0
+        index, now = s.next_index, float(self.clock())
+
+        def recency_of_index(idx: np.ndarray) -> np.ndarray:
+            return scoring.recency(index - idx, cfg.half_life_turns)
+
+        via: dict[str, list[str]] = {}
+        for m in s.tree.match(qv, hierarchical=cfg.use_hierarchy and cfg.use_clustering):
+            via.setdefault(m.turn_id, []).append("hierarchy")
+        if cfg.use_chains:
+            best = s.tree.best_chain(qv, recency_of_index, alpha)
+            if best is not None:
+                members = s.tree.chains.chains[best[0]].members
+                rel = scoring.relevance(np.stack([s.tree.vectors[m] for m in members]) @ qv)
+                rec = recency_of_index(np.array([s.turns[m].index for m in members], float))
+                top = members[int(np.argmax(scoring.combined_weight(rel, rec, alpha)))]
+                via.setdefault(top, []).append("chain")
+        if cfg.use_recency and s.latest is not None:
+            via.setdefault(s.latest, []).append("recent")
+
+        ids = list(via)
+        turns = [s.turns[i] for i in ids]
+        rel = scoring.relevance(self._relevance_sims(s, ids, turns, qv))
+        if cfg.relevance_contrast is not None:
+            rel = scoring.contrast(rel, cfg.relevance_contrast)
+        rec = scoring.recency(
+            [index - t.index for t in turns], cfg.half_life_turns,
+            [now - t.timestamp for t in turns], cfg.half_life_seconds,
+        )
+        weight = scoring.combined_weight(rel, rec, alpha)
+        order = np.lexsort((-np.array([t.index for t in turns]), -weight))[: cfg.history_turns]
+        chosen = [int(i) for i in order]
+        labels = self._labels(s, {turns[i].cluster_id for i in chosen})
+        out = []
+        for i in chosen:
+            t = turns[i]
+            _, members = s.tree.summary_of(t.turn_id)
+            out.append(SelectedTurn(
+                turn=t, relevance=float(rel[i]), recency=float(rec[i]), weight=float(weight[i]),
+                via=tuple(via[ids[i]]), cluster_id=t.cluster_id,
+                cluster_label=labels.get(t.cluster_id, ""),
+                summary=self.summariser.summarise([s.turns[m] for m in members]),
+                chain_id=t.chain_id,
+            ))
+        return out
+
+    def _relevance_sims(
+        self, s: _Session, ids: list[str], turns: list[Turn], qv: Vector
+    ) -> np.ndarray:
+        mode = self.settings.relevance
+        q_sims = np.stack([t.query_vector for t in turns]) @ qv
+        if mode == "query":
+            return q_sims
+        t_sims = np.stack([s.tree.vectors[i] for i in ids]) @ qv
+        return t_sims if mode == "topic" else np.maximum(q_sims, t_sims)
+
+    @staticmethod
+    def _labels(s: _Session, cluster_ids: set[int], sample: int = 50) -> dict[int, str]:
+        """Keyword labels of the given clusters, contrasted with up to 8 other clusters."""
+        groups: dict[int, list[str]] = {}
+        for cid, c in s.tree.clusters.clusters.items():
+            if cid in cluster_ids or len(groups) < len(cluster_ids) + 8:
+                members = sorted(c.members, key=s.tree.index_of.__getitem__)[-sample:]
+                groups[cid] = [f"{s.turns[m].query} {s.turns[m].response}" for m in members]
+        return {c: lab for c, lab in keyword_labels(groups).items() if c in cluster_ids}
+
+    def stats(self, session_id: str) -> dict[str, Any]:
+        """Size of the session's tree: turns, clusters, chains and chain-length statistics."""
+        check_session_id(session_id)
+        s = self._session(session_id)
+        with s.lock:
+            return {
+                "turns": len(s.turns),
+                "clusters": len(s.tree.clusters),
+                "chains": chain_length_stats(s.tree.chains.lengths()),
+                "comparisons": s.tree.comparisons,
+            }
 
     def search_passages(
         self, session_id: str, query: str | Vector, k: int = 5

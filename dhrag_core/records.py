@@ -9,7 +9,15 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-__all__ = ["HistoryHit", "Passage", "Turn", "Vector"]
+__all__ = [
+    "ContextItem",
+    "HistoryHit",
+    "Passage",
+    "SelectedTurn",
+    "Selection",
+    "Turn",
+    "Vector",
+]
 
 Vector = npt.NDArray[np.float32]
 
@@ -40,7 +48,8 @@ class Turn:
     """One (query, passages, response) triple of a session's history database.
 
     ``index`` is the turn number in its session (0-based, never reused); ``hits`` counts how
-    many near-duplicate turns were merged into this one.
+    many near-duplicate turns were merged into this one; ``cluster_id`` and ``chain_id`` place
+    it in the session's topic tree and chain of related turns (-1: not organised).
     """
 
     session_id: str
@@ -55,6 +64,8 @@ class Turn:
     passage_vectors: Vector = field(repr=False)
     metadata: Mapping[str, Any] = field(default_factory=dict)
     hits: int = 1
+    cluster_id: int = -1
+    chain_id: int = -1
 
 
 @dataclass(frozen=True)
@@ -65,3 +76,76 @@ class HistoryHit:
     relevance: float
     recency: float
     weight: float
+
+
+@dataclass(frozen=True)
+class SelectedTurn:
+    """A history turn chosen for the current query, and why (paper figure 6).
+
+    ``via`` names the matchers that found it: ``"hierarchy"`` (cluster -> summary -> turn),
+    ``"chain"`` (the best turn of the best chain T*), ``"recent"`` (the latest turn, kept for
+    elliptical follow-ups).
+    """
+
+    turn: Turn
+    relevance: float
+    recency: float
+    weight: float
+    via: tuple[str, ...]
+    cluster_id: int
+    cluster_label: str
+    summary: str | None
+    chain_id: int
+
+
+@dataclass(frozen=True)
+class ContextItem:
+    """One passage of the integrated context C with its integration weight (paper eq. 6-7).
+
+    ``source`` is ``"kb"`` (the static knowledge base) or ``"history"`` (shown with the earlier
+    turn ``turn``); ``score`` is the logit ``q^T W d / tau`` (plus the history term), and
+    ``weight`` its softmax over the candidates.
+    """
+
+    passage: Passage
+    source: str
+    score: float
+    weight: float
+    similarity: float
+    turn: Turn | None = None
+    selected: SelectedTurn | None = None
+
+
+@dataclass(frozen=True)
+class Selection:
+    """Everything chosen for one query: rewritten query, history turns, integrated context."""
+
+    session_id: str
+    query: str
+    rewritten_query: str
+    history: tuple[SelectedTurn, ...]
+    context: tuple[ContextItem, ...]
+    query_vector: Vector = field(repr=False)
+    search_vector: Vector = field(repr=False)
+
+    @property
+    def passages(self) -> list[Passage]:
+        """The context passages, best first (what to store with the turn, and show the LLM)."""
+        return [c.passage for c in self.context]
+
+    def trace(self) -> list[dict[str, Any]]:
+        """A plain, JSON-friendly account of why each context item was chosen."""
+        out = []
+        for c in self.context:
+            row: dict[str, Any] = {
+                "source": c.source, "id": c.passage.id, "title": c.passage.title,
+                "weight": round(c.weight, 4), "similarity": round(c.similarity, 4),
+            }
+            if c.selected is not None:
+                s = c.selected
+                row.update(turn=s.turn.index, relevance=round(s.relevance, 4),
+                           recency=round(s.recency, 4), history_weight=round(s.weight, 4),
+                           cluster=s.cluster_id, cluster_label=s.cluster_label,
+                           summary=s.summary, chain=s.chain_id, via=list(s.via))
+            out.append(row)
+        return out

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import numpy.typing as npt
 
-__all__ = ["combined_weight", "lowest_weights", "recency", "relevance"]
+__all__ = ["combined_weight", "contrast", "lowest_weights", "recency", "relevance"]
 
 FloatArray = npt.NDArray[np.float64]
 
@@ -58,3 +58,19 @@ def lowest_weights(weights: npt.ArrayLike, n: int) -> npt.NDArray[np.intp]:
     if n >= w.size:
         return np.arange(w.size, dtype=np.intp)
     return np.sort(np.argsort(w, kind="stable")[:n])
+
+
+def contrast(relevance: npt.ArrayLike, temperature: float) -> FloatArray:
+    """Sharpen relevances around the best one: ``r * exp((r - max r) / temperature)``.
+
+    The best match keeps its relevance; a turn 0.2 below it (at temperature 0.1) keeps 14%.
+    Lets a clear return to an earlier topic outweigh the recency of the topic just left,
+    while an elliptical query, relevant to nothing in particular, changes little.
+    """
+    if temperature <= 0:
+        raise ValueError(f"temperature must be > 0, got {temperature!r}")
+    r = np.asarray(relevance, dtype=np.float64)
+    if r.size == 0:
+        return r
+    out: FloatArray = r * np.exp((r - r.max()) / temperature)
+    return out

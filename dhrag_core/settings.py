@@ -34,9 +34,35 @@ class Settings:
         max_query_chars: Longest accepted query; longer input is rejected, not truncated.
         max_text_chars: Longest accepted response or passage text.
         max_passages: Most passages stored with one turn.
+        cluster_threshold: A turn joins a topic cluster whose centroid it matches this well.
+        cluster_min_quality: A cluster whose mean member-to-centroid cosine falls below this
+            is split locally.
+        cluster_merge_every: Every this many turns, clusters whose centroids converged merge.
+        chain_threshold: A turn continues a chain whose latest turn or centroid it matches
+            this well.
+        summary_size: Most turns under one summary node.
+        min_tree_turns: Below this many turns, matching scans flat (the tree cannot help).
+        tree_clusters, tree_summaries, tree_turns: Beam widths of hierarchical matching.
+        history_turns: Most history turns selected per query.
+        kb_k: Passages fetched from the knowledge base per query.
+        context_k: Passages in the integrated context.
+        expansion: Weight of the selected history in the expanded query vector.
+        rewrite_vector: Embed the rewritten query (one more encoding) as the base of the
+            expanded query vector, instead of the raw query.
+        history_bonus: Integration logit bonus of a history passage per unit history weight.
+        answer_bonus: Further bonus per unit history weight and unit cosine between the
+            passage and the answer given with it (the passages the answer drew on).
+        temperature: Softmax temperature of the integration weights (paper eq. 6).
+        relevance: What a stored turn's relevance to the query compares: ``"query"`` (its
+            query, as paper eq. 13), ``"topic"`` (query pulled toward answer and passages) or
+            ``"max"`` of both.
+        relevance_contrast: If set, relevances are sharpened around the best match at this
+            temperature before weighting (``scoring.contrast``); ``None`` keeps eq. 13 as is.
+        use_clustering, use_hierarchy, use_chains, use_recency, use_integration, use_rewrite:
+            Ablation switches; all on is DH-RAG.
     """
 
-    alpha: float = 0.6
+    alpha: float = 0.5
     half_life_turns: float = 4.0
     half_life_seconds: float | None = 86_400.0
     capacity: int = 1_000
@@ -44,6 +70,31 @@ class Settings:
     max_query_chars: int = 8_192
     max_text_chars: int = 1_000_000
     max_passages: int = 50
+    cluster_threshold: float = 0.5
+    cluster_min_quality: float = 0.6
+    cluster_merge_every: int = 16
+    chain_threshold: float = 0.45
+    summary_size: int = 8
+    min_tree_turns: int = 64
+    tree_clusters: int = 3
+    tree_summaries: int = 6
+    tree_turns: int = 8
+    history_turns: int = 2
+    kb_k: int = 20
+    context_k: int = 10
+    expansion: float = 0.5
+    rewrite_vector: bool = False
+    history_bonus: float = 0.0
+    answer_bonus: float = 0.0
+    temperature: float = 0.05
+    relevance: str = "query"
+    relevance_contrast: float | None = 0.1
+    use_clustering: bool = True
+    use_hierarchy: bool = True
+    use_chains: bool = True
+    use_recency: bool = True
+    use_integration: bool = True
+    use_rewrite: bool = True
 
     def __post_init__(self) -> None:
         _check_range("alpha", self.alpha, 0.0, 1.0)
@@ -55,6 +106,23 @@ class Settings:
         _check_range("max_query_chars", self.max_query_chars, 1, 10**9, integer=True)
         _check_range("max_text_chars", self.max_text_chars, 1, 10**10, integer=True)
         _check_range("max_passages", self.max_passages, 0, 10**6, integer=True)
+        for name in ("cluster_threshold", "cluster_min_quality", "chain_threshold"):
+            _check_range(name, getattr(self, name), -1.0, 1.0)
+        for name in ("cluster_merge_every", "summary_size", "tree_clusters", "tree_summaries",
+                     "tree_turns", "history_turns", "kb_k", "context_k"):
+            _check_range(name, getattr(self, name), 1, 10**6, integer=True)
+        _check_range("min_tree_turns", self.min_tree_turns, 0, 10**9, integer=True)
+        _check_range("expansion", self.expansion, 0.0, 100.0)
+        _check_range("history_bonus", self.history_bonus, -10.0, 10.0)
+        _check_range("answer_bonus", self.answer_bonus, -10.0, 10.0)
+        _check_range("temperature", self.temperature, 1e-6, 100.0)
+        if self.relevance_contrast is not None:
+            _check_range("relevance_contrast", self.relevance_contrast, 1e-6, 100.0)
+        if self.relevance not in ("query", "topic", "max"):
+            raise ValueError(f"relevance must be 'query', 'topic' or 'max', got {self.relevance!r}")
+        for f in fields(self):
+            if f.name.startswith("use_") and not isinstance(getattr(self, f.name), bool):
+                raise TypeError(f"{f.name} must be a bool, got {getattr(self, f.name)!r}")
 
     def with_(self, **changes: Any) -> Settings:
         """Return a copy with ``changes`` applied (validated like the constructor)."""

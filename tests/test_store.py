@@ -20,13 +20,13 @@ def make_turn(session: str, tid: str, index: int, dim: int = 8) -> Turn:
         query_vector=rng.random(dim, dtype=np.float32),
         response_vector=None if index % 2 else rng.random(dim, dtype=np.float32),
         passage_vectors=rng.random((2, dim), dtype=np.float32),
-        metadata={"k": [1, 2]}, hits=1 + index,
+        metadata={"k": [1, 2]}, hits=1 + index, cluster_id=index % 3, chain_id=index // 2,
     )
 
 
 def assert_same_turn(a: Turn, b: Turn) -> None:
     for f in ("session_id", "turn_id", "index", "query", "passages", "response", "timestamp",
-              "metadata", "hits"):
+              "metadata", "hits", "cluster_id", "chain_id"):
         assert getattr(a, f) == getattr(b, f), f
     np.testing.assert_array_equal(a.query_vector, b.query_vector)
     np.testing.assert_array_equal(a.passage_vectors, b.passage_vectors)

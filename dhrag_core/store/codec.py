@@ -44,6 +44,8 @@ def encode_turn(t: Turn) -> dict[str, Any]:
         "response": t.response,
         "ts": t.timestamp,
         "hits": t.hits,
+        "cluster_id": t.cluster_id,
+        "chain_id": t.chain_id,
         "metadata": json.dumps(dict(t.metadata), ensure_ascii=False),
         "passages": json.dumps([_passage_to_json(p) for p in t.passages], ensure_ascii=False),
         "dim": int(t.query_vector.shape[0]),
@@ -76,4 +78,6 @@ def decode_turn(row: dict[str, Any]) -> Turn:
         passage_vectors=pv,
         metadata=json.loads(row["metadata"]),
         hits=int(row["hits"]),
+        cluster_id=int(row["cluster_id"]),
+        chain_id=int(row["chain_id"]),
     )

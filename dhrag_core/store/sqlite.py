@@ -29,6 +29,8 @@ CREATE TABLE IF NOT EXISTS dhrag_turns (
     response TEXT NOT NULL,
     ts REAL NOT NULL,
     hits INTEGER NOT NULL,
+    cluster_id INTEGER NOT NULL,
+    chain_id INTEGER NOT NULL,
     metadata TEXT NOT NULL,
     passages TEXT NOT NULL,
     dim INTEGER NOT NULL,
@@ -46,8 +48,8 @@ CREATE TABLE IF NOT EXISTS dhrag_state (
 );
 """
 
-_COLUMNS = ("session_id", "turn_id", "idx", "query", "response", "ts", "hits", "metadata",
-            "passages", "dim", "qv", "rv", "pv")
+_COLUMNS = ("session_id", "turn_id", "idx", "query", "response", "ts", "hits", "cluster_id",
+            "chain_id", "metadata", "passages", "dim", "qv", "rv", "pv")
 
 
 class SQLiteStore:

@@ -1,0 +1,153 @@
+"""Command line: ``python -m benchmarks {convert,run,list}``.
+
+Examples::
+
+    python -m benchmarks convert                      # MTRAG -> ~/.cache/dhrag/benchmarks/mtrag
+    python -m benchmarks run --quick                  # one domain, 3 conversations, < 1 min
+    python -m benchmarks run                          # every registered system, full KB
+    python -m benchmarks run --systems 'last-turn,interp-*' --out results/
+    python -m benchmarks run --bench DIR              # any dataset in the neutral format
+    python -m benchmarks run --import my_systems --systems last-turn,my-system
+
+Paths: ``--data`` (default ``$DHRAG_DATA`` or ``../shared/data/mtrag`` next to the repository)
+is the raw MTRAG folder; ``--cache`` (default ``$DHRAG_CACHE`` or ``~/.cache/dhrag``) holds the
+converted data (``benchmarks/mtrag``) and the KB embeddings.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import logging
+import os
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+
+from benchmarks.convert_mtrag import convert
+from benchmarks.data import KB_FILE, TASKS_FILE
+
+REPO_ROOT = Path(__file__).resolve().parents[1]
+SEED_FILE = "kb_minilm.npz"
+
+
+def default_data() -> Path:
+    """``$DHRAG_DATA``, else ``../shared/data/mtrag`` relative to the repository."""
+    return Path(os.environ.get("DHRAG_DATA") or REPO_ROOT / ".." / "shared" / "data" / "mtrag")
+
+
+def default_cache() -> Path:
+    """``$DHRAG_CACHE``, else ``~/.cache/dhrag``."""
+    return Path(os.environ.get("DHRAG_CACHE") or Path.home() / ".cache" / "dhrag").expanduser()
+
+
+def _common(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--data", type=Path, default=None,
+                   help="raw MTRAG folder (default: $DHRAG_DATA or ../shared/data/mtrag)")
+    p.add_argument("--cache", type=Path, default=None,
+                   help="cache root for converted data and embeddings (default: ~/.cache/dhrag)")
+    p.add_argument("--bench", type=Path, default=None,
+                   help="neutral-format folder (kb.jsonl, tasks.jsonl); "
+                        "default: <cache>/benchmarks/mtrag")
+    p.add_argument("--import", dest="imports", action="append", default=[], metavar="MODULE",
+                   help="import MODULE first (it may call register_system); repeatable")
+    p.add_argument("-v", "--verbose", action="store_true", help="debug logging")
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="python -m benchmarks",
+                                     description="DH-RAG conversational retrieval benchmark")
+    sub = parser.add_subparsers(dest="command", required=True)
+    _common(sub.add_parser("convert", help="convert MTRAG to the neutral format"))
+    _common(sub.add_parser("list", help="list the registered systems"))
+    run = sub.add_parser("run", help="replay systems and write the report")
+    _common(run)
+    run.add_argument("--systems", default=None,
+                     help="comma-separated names or globs (default: all; with --quick a few)")
+    run.add_argument("--quick", action="store_true",
+                     help="one domain, a few conversations, a reduced KB")
+    run.add_argument("--domain", default=None, help="domain of --quick (default: first)")
+    run.add_argument("--conversations", type=int, default=3, help="conversations of --quick")
+    run.add_argument("--seed-npz", default=None,
+                     help=f"precomputed KB embeddings (default: <data>/{SEED_FILE} if present; "
+                          "'none' to embed everything)")
+    run.add_argument("--out", type=Path, default=Path("results"), help="output folder")
+    run.add_argument("--k", type=int, default=10, help="passages per turn")
+    run.add_argument("--baseline", default="last-turn", help="system for p-values and ratios")
+    run.add_argument("--no-progress", action="store_true", help="hide progress bars")
+    return parser
+
+
+def _paths(args: argparse.Namespace) -> tuple[Path, Path, Path]:
+    data = (args.data or default_data()).expanduser()
+    cache = (args.cache or default_cache()).expanduser()
+    bench = (args.bench or cache / "benchmarks" / "mtrag").expanduser()
+    return data, cache, bench
+
+
+def _ensure_converted(data: Path, bench: Path, explicit: bool) -> None:
+    if (bench / KB_FILE).is_file() and (bench / TASKS_FILE).is_file():
+        return
+    if explicit:
+        raise SystemExit(f"{bench} has no {KB_FILE}/{TASKS_FILE}")
+    logging.getLogger(__name__).info("converting %s -> %s", data, bench)
+    convert(data, bench)
+
+
+def _seed(arg: str | None, data: Path) -> Path | None:
+    if arg is not None:
+        return None if arg.lower() == "none" else Path(arg).expanduser()
+    candidate = data / SEED_FILE
+    return candidate if candidate.is_file() else None
+
+
+def _run(args: argparse.Namespace) -> int:
+    from benchmarks.report import markdown, summarise, write_report
+    from benchmarks.runner import QUICK_SYSTEMS, RunConfig, run_benchmark
+
+    data, cache, bench = _paths(args)
+    _ensure_converted(data, bench, explicit=args.bench is not None)
+    if args.systems:
+        systems = tuple(s.strip() for s in args.systems.split(",") if s.strip())
+    else:
+        systems = QUICK_SYSTEMS if args.quick else ("*",)
+    config = RunConfig(
+        bench_dir=bench, cache_dir=cache, systems=systems, seed_npz=_seed(args.seed_npz, data),
+        k=args.k, baseline=args.baseline, quick=args.quick, quick_domain=args.domain,
+        quick_conversations=args.conversations, show_progress=not args.no_progress,
+    )
+    summary = summarise(run_benchmark(config))
+    print(markdown(summary))
+    paths = write_report(summary, args.out, "quick" if args.quick else "benchmark")
+    print("wrote " + ", ".join(str(p) for p in paths.values()))
+    return 0
+
+
+def _list() -> int:
+    from benchmarks.systems import REGISTRY
+
+    for spec in REGISTRY.values():
+        ref = " [reference]" if spec.reference else ""
+        print(f"{spec.name:18s} {spec.description}{ref}")
+    return 0
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point; returns the exit status."""
+    args = _parser().parse_args(argv)
+    logging.basicConfig(level=logging.DEBUG if args.verbose else logging.INFO,
+                        format="%(levelname)s %(name)s: %(message)s")
+    logging.getLogger("faiss.loader").setLevel(logging.WARNING)
+    for module in args.imports:
+        importlib.import_module(module)
+    if args.command == "convert":
+        data, _, bench = _paths(args)
+        print(convert(data, bench))
+        return 0
+    if args.command == "list":
+        return _list()
+    return _run(args)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,92 @@
+"""DH-RAG systems for the retrieval harness: the default pipeline and its ablations.
+
+Each system runs the real ``dhrag_core.DHRAG`` engine (what users run) with an in-memory store,
+one session per conversation: ``retrieve`` is ``select``, ``observe`` is ``record`` with the
+passages the system itself retrieved and the dataset's answer.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import fields
+
+import numpy as np
+
+from benchmarks.systems import BenchContext, register_system
+from dhrag_core import DHRAG, Embedder, Passage, Settings
+from dhrag_core.records import Selection, Vector
+
+__all__ = ["ABLATIONS", "DHRAGSystem", "MemoEmbedder"]
+
+ABLATIONS = ("clustering", "hierarchy", "chains", "recency", "integration", "rewrite")
+
+
+class MemoEmbedder:
+    """Remembers each text's vector, so systems replaying the same turns encode them once."""
+
+    def __init__(self, inner: Embedder) -> None:
+        self.inner = inner
+        self.dimension = inner.dimension
+        self._memo: dict[str, Vector] = {}
+
+    def encode(self, texts: Sequence[str]) -> Vector:
+        missing = [t for t in dict.fromkeys(texts) if t not in self._memo]
+        if missing:
+            for t, v in zip(missing, self.inner.encode(missing), strict=True):
+                self._memo[t] = v
+        if not texts:
+            return np.zeros((0, self.dimension), dtype=np.float32)
+        return np.stack([self._memo[t] for t in texts])
+
+
+_MEMOS: dict[int, MemoEmbedder] = {}
+
+
+def memo_for(embedder: Embedder) -> MemoEmbedder:
+    if isinstance(embedder, MemoEmbedder):
+        return embedder
+    return _MEMOS.setdefault(id(embedder), MemoEmbedder(embedder))
+
+
+class DHRAGSystem:
+    """``System`` adapter over a ``DHRAG`` engine."""
+
+    def __init__(self, name: str, ctx: BenchContext, settings: Settings) -> None:
+        self.name = name
+        self.reference = False
+        self.engine = DHRAG(ctx.kb, embedder=memo_for(ctx.kb.embedder), settings=settings)
+        self.session = ""
+        self._selection: Selection | None = None
+
+    def start(self, conversation_id: str) -> None:
+        self.session = f"conv-{conversation_id}"
+        self.engine.reset(self.session)
+
+    def retrieve(self, question: str, k: int) -> list[Passage]:
+        self._selection = self.engine.select(self.session, question, k)
+        return self._selection.passages
+
+    def observe(self, question: str, passages: list[Passage], answer: str) -> None:
+        sel = self._selection if self._selection and self._selection.query == question else None
+        self.engine.record(self.session, question, answer or "", selection=sel,
+                           passages=passages)
+        self._selection = None
+
+
+def _register() -> None:
+    register_system("dhrag", lambda ctx: DHRAGSystem("dhrag", ctx, Settings()),
+                    description="DH-RAG, default settings, light rewriter (no LLM)")
+    names = {f.name for f in fields(Settings)}
+    for part in ABLATIONS:
+        assert f"use_{part}" in names
+        name = f"dhrag-no-{part}"
+        register_system(
+            name,
+            lambda ctx, part=part, name=name: DHRAGSystem(
+                name, ctx, Settings().with_(**{f"use_{part}": False})
+            ),
+            description=f"DH-RAG without {part}",
+        )
+
+
+_register()

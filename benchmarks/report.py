@@ -1,0 +1,261 @@
+"""Summaries of a run: a JSON-ready dict, a markdown report and a plot of MRR@10 by turn depth.
+
+Example:
+    >>> summary = summarise(result)  # doctest: +SKIP
+    >>> paths = write_report(summary, Path("results"))  # doctest: +SKIP
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import re
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import asdict
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from benchmarks.metrics import (
+    DEPTH_BUCKETS,
+    METRICS,
+    TaskScore,
+    depth_bucket,
+    mean_scores,
+    paired_randomisation_test,
+    split_scores,
+)
+from benchmarks.runner import RunResult, SystemRun
+
+__all__ = ["family", "latency_ms", "markdown", "plot_depth", "summarise", "write_report"]
+
+log = logging.getLogger(__name__)
+
+KB_NOTE = (
+    "Scores are comparable between systems of this run only: the knowledge base is the "
+    "benchmark's own (for MTRAG: corpus_pool.jsonl + every passage of the conversations' "
+    "contexts, 36,639 passages), not the full corpora of the MTRAG paper."
+)
+SPLITS: dict[str, Callable[[TaskScore], str | None]] = {
+    "by_depth": lambda s: depth_bucket(s.turn),
+    "by_domain": lambda s: s.tags.get("domain"),
+    "by_multi_turn": lambda s: s.tags.get("multi_turn"),
+}
+PVALUE_METRIC = "MRR@10"
+
+
+def family(name: str) -> str:
+    """A system's family: its name with numbers replaced by ``N`` (``interp-0.3-0.2`` ->
+    ``interp-N-N``); members of a family differ only in a tuned knob."""
+    return re.sub(r"\d+(\.\d+)?", "N", name)
+
+
+def latency_ms(run: SystemRun) -> dict[str, float]:
+    """Per-turn latency percentiles in ms: retrieve, observe, and the whole turn (both)."""
+    r = np.array([t.retrieve_s for t in run.runs]) * 1000
+    o = np.array([t.observe_s for t in run.runs]) * 1000
+    out: dict[str, float] = {}
+    for label, values in (("retrieve", r), ("observe", o), ("turn", r + o)):
+        for q in (50, 95):
+            out[f"{label}_p{q}"] = float(np.percentile(values, q)) if len(values) else 0.0
+    return out
+
+
+def _p_value(run: SystemRun, base: SystemRun | None) -> float | None:
+    if base is None or base.name == run.name:
+        return None
+    ours = {s.task_id: s.values[PVALUE_METRIC] for s in run.scores}
+    theirs = {s.task_id: s.values[PVALUE_METRIC] for s in base.scores}
+    common = [t for t in ours if t in theirs]
+    return paired_randomisation_test([ours[t] for t in common], [theirs[t] for t in common])
+
+
+def _system_summary(run: SystemRun, base: SystemRun | None) -> dict[str, Any]:
+    lat = latency_ms(run)
+    base_lat = latency_ms(base) if base is not None else {}
+    return {
+        "name": run.name,
+        "reference": run.reference,
+        "description": run.description,
+        "family": family(run.name),
+        "overall": mean_scores(run.scores),
+        **{name: split_scores(run.scores, key) for name, key in SPLITS.items()},
+        f"p_{PVALUE_METRIC}_vs_baseline": _p_value(run, base),
+        "latency_ms": lat,
+        "latency_ratio": {k: lat[k] / base_lat[k] for k in ("turn_p50", "turn_p95")
+                          if base_lat.get(k)},
+        "coverage": run.coverage,
+        "wall_s": run.wall_s,
+    }
+
+
+def _tuning(systems: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
+    """For each family with several members: every member's MRR@10 and the best one."""
+    groups: dict[str, dict[str, float]] = {}
+    for s in systems:
+        groups.setdefault(s["family"], {})[s["name"]] = s["overall"]["MRR@10"]
+    return {fam: {"best": max(members, key=lambda n: members[n]), "MRR@10": members}
+            for fam, members in groups.items() if len(members) > 1}
+
+
+def summarise(result: RunResult) -> dict[str, Any]:
+    """Every figure of a run, JSON-ready."""
+    base = next((s for s in result.systems if s.name == result.config.baseline), None)
+    systems = [_system_summary(s, base) for s in result.systems]
+    config = {k: str(v) if isinstance(v, Path) else v for k, v in asdict(result.config).items()}
+    return {
+        "meta": {
+            "note": KB_NOTE,
+            "config": config,
+            "n_passages": result.n_passages,
+            "n_conversations": result.n_conversations,
+            "n_turns": result.n_turns,
+            "n_evaluated": result.n_evaluated,
+            "timings_s": result.timings,
+            "p_value_test": f"paired randomisation (sign-flip), 10,000 resamples, {PVALUE_METRIC}",
+        },
+        "systems": systems,
+        "tuning": _tuning(systems),
+    }
+
+
+def _fmt(x: float | None, digits: int = 3) -> str:
+    if x is None or not np.isfinite(x):
+        return "-"
+    return f"{x:.{digits}f}"
+
+
+def _label(s: Mapping[str, Any]) -> str:
+    return f"{s['name']} (reference)" if s["reference"] else str(s["name"])
+
+
+def _overall_table(summary: Mapping[str, Any]) -> list[str]:
+    base = summary["meta"]["config"]["baseline"]
+    head = ["system", *METRICS, f"p vs {base}", "turn p50 ms", "p95 ms", "p50 x base", "p95 x base"]
+    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    for s in summary["systems"]:
+        lat, ratio = s["latency_ms"], s["latency_ratio"]
+        cells = [_label(s), *(_fmt(s["overall"][m]) for m in METRICS),
+                 _fmt(s[f"p_{PVALUE_METRIC}_vs_baseline"], 4),
+                 _fmt(lat["turn_p50"], 1), _fmt(lat["turn_p95"], 1),
+                 _fmt(ratio.get("turn_p50"), 2), _fmt(ratio.get("turn_p95"), 2)]
+        lines.append("| " + " | ".join(cells) + " |")
+    return lines
+
+
+def _split_table(summary: Mapping[str, Any], split: str, metric: str = "MRR@10") -> list[str]:
+    groups: list[str] = []
+    for s in summary["systems"]:
+        groups.extend(g for g in s[split] if g not in groups)
+    if split == "by_depth":
+        groups = [g for g in DEPTH_BUCKETS if g in groups]
+    first = summary["systems"][0][split] if summary["systems"] else {}
+    head = ["system", *(f"{g} (n={int(first[g]['n'])})" if g in first else g for g in groups)]
+    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    for s in summary["systems"]:
+        cells = [_label(s), *(_fmt(s[split][g][metric]) if g in s[split] else "-"
+                              for g in groups)]
+        lines.append("| " + " | ".join(cells) + " |")
+    return lines
+
+
+def _coverage_table(summary: Mapping[str, Any]) -> list[str]:
+    lines = ["| system | n | query | history | either |", "|---|---|---|---|---|"]
+    for s in summary["systems"]:
+        c = s["coverage"]
+        if c:
+            lines.append(f"| {_label(s)} | {int(c['n'])} | {_fmt(c['query'])} | "
+                         f"{_fmt(c['history'])} | {_fmt(c['either'])} |")
+    return lines
+
+
+def markdown(summary: Mapping[str, Any]) -> str:
+    """The report as markdown: overall table, tuned knobs, MRR@10 splits."""
+    meta = summary["meta"]
+    cfg = meta["config"]
+    out = [
+        "# Conversational retrieval benchmark",
+        "",
+        f"Data: `{cfg['bench_dir']}`{' (quick subset)' if cfg['quick'] else ''}: "
+        f"{meta['n_passages']:,} passages, {meta['n_conversations']} conversations, "
+        f"{meta['n_turns']} turns, {meta['n_evaluated']} evaluated tasks; "
+        f"retriever {cfg['model_name']} + exact inner product, k={cfg['k']}. "
+        "Systems replay each conversation causally (earlier turns only).",
+        "",
+        meta["note"],
+        "",
+        f"p: {meta['p_value_test']}, against {cfg['baseline']}. Latency: retrieve + observe "
+        "per turn, over all turns; x base = ratio to the baseline.",
+        "",
+        *_overall_table(summary),
+    ]
+    if summary["tuning"]:
+        out += ["", "## Tuned knobs (tuned on this data, by MRR@10)", ""]
+        for fam, t in summary["tuning"].items():
+            out.append(f"- `{fam}`: best `{t['best']}` ({_fmt(t['MRR@10'][t['best']])}) "
+                       f"among {len(t['MRR@10'])} settings")
+    out += ["", "## Where the gold passages are (evaluated tasks at turn >= 2)", "",
+            "Share of tasks with a gold passage in the system's own top-k (query), among the "
+            "passages it retrieved at earlier turns (history), or in either.", "",
+            *_coverage_table(summary)]
+    titles = {"by_depth": "turn depth", "by_domain": "domain", "by_multi_turn": "Multi-Turn type"}
+    for split, title in titles.items():
+        out += ["", f"## MRR@10 by {title}", "", *_split_table(summary, split)]
+    return "\n".join(out) + "\n"
+
+
+def _plotted(summary: Mapping[str, Any]) -> list[Mapping[str, Any]]:
+    """Systems to plot: singletons and the best member of each tuned family."""
+    best = {t["best"] for t in summary["tuning"].values()}
+    tuned = set(summary["tuning"])
+    return [s for s in summary["systems"] if s["family"] not in tuned or s["name"] in best]
+
+
+def plot_depth(summary: Mapping[str, Any], path: Path) -> Path:
+    """Line plot of MRR@10 by turn depth per system (tuned families: best member only)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(8, 5))
+    for s in _plotted(summary):
+        xs = [g for g in DEPTH_BUCKETS if g in s["by_depth"]]
+        ax.plot(xs, [s["by_depth"][g]["MRR@10"] for g in xs], marker="o", label=_label(s),
+                linestyle="--" if s["reference"] else ":" if s["name"].startswith("bm25") else "-")
+    ax.set_xlabel("turn depth")
+    ax.set_ylabel("MRR@10")
+    ax.set_title("MRR@10 by turn depth")
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+    return path
+
+
+def _finite(obj: Any) -> Any:
+    """``obj`` with NaN and infinities replaced by ``None`` (strict JSON)."""
+    if isinstance(obj, float):
+        return obj if np.isfinite(obj) else None
+    if isinstance(obj, Mapping):
+        return {str(k): _finite(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [_finite(v) for v in obj]
+    return obj
+
+
+def write_report(summary: Mapping[str, Any], out_dir: Path, stem: str = "benchmark") -> dict[
+    str, Path
+]:
+    """Write ``<stem>.md``, ``<stem>.json`` and ``<stem>_depth.png`` under ``out_dir``."""
+    out_dir.mkdir(parents=True, exist_ok=True)
+    paths = {"markdown": out_dir / f"{stem}.md", "json": out_dir / f"{stem}.json",
+             "plot": out_dir / f"{stem}_depth.png"}
+    paths["markdown"].write_text(markdown(summary), encoding="utf-8")
+    text = json.dumps(_finite(summary), indent=2, default=str, allow_nan=False)
+    paths["json"].write_text(text + "\n", encoding="utf-8")
+    plot_depth(summary, paths["plot"])
+    log.info("wrote %s", ", ".join(str(p) for p in paths.values()))
+    return paths

@@ -1,0 +1,335 @@
+"""Baseline systems and the registry that builds systems by name.
+
+Every dense baseline embeds a query built from the conversation so far and searches the same
+``FaissKnowledgeBase``; each memoises its query embeddings (text -> vector), so a text is
+encoded once per system, as a deployed system would cache it. ``bm25-*`` baselines send the
+same query texts to a BM25 index over the same passages (a second retriever).
+
+Plug in another system (a DH-RAG pipeline, say) by registering a factory::
+
+    register_system("dhrag", lambda ctx: MyDHRAG(ctx.kb, ctx.embedder))
+
+and run ``python -m benchmarks run --import my_module --systems last-turn,dhrag``.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from functools import cached_property
+
+import numpy as np
+
+from benchmarks.replay import System
+from benchmarks.sparse import BM25Index
+from dhrag_core import Embedder, FaissKnowledgeBase, Passage, l2_normalise
+from dhrag_core.records import Vector
+
+__all__ = [
+    "REGISTRY",
+    "BenchContext",
+    "DenseSystem",
+    "Exchange",
+    "Memory",
+    "MemorySystem",
+    "QueryEncoder",
+    "SparseSystem",
+    "SystemSpec",
+    "build_systems",
+    "embedded",
+    "interpolate",
+    "interpolation",
+    "join_last_n",
+    "last_n_text",
+    "reference_text",
+    "register_system",
+    "resolve_names",
+    "text_builder",
+]
+
+Exchange = tuple[str, str]
+"""An earlier turn: ``(question, answer)``."""
+
+INTERPOLATION_GRID = ((0.2, 0.3, 0.5), (0.0, 0.2, 0.3))
+"""Weights tried for the previous and the first question (tuned on the benchmark's data)."""
+BM25_SYSTEMS = ("last-turn", "all-questions", "last-1-q", "last-1-qa")
+"""Text baselines also run with BM25."""
+
+
+class QueryEncoder:
+    """Embeds query texts, remembering each text's vector.
+
+    Args:
+        embedder: The query embedder (the knowledge base's).
+    """
+
+    def __init__(self, embedder: Embedder) -> None:
+        self.embedder = embedder
+        self._memo: dict[str, Vector] = {}
+
+    def __call__(self, text: str) -> Vector:
+        """The unit vector of ``text`` (shape ``(dimension,)``)."""
+        v = self._memo.get(text)
+        if v is None:
+            v = self.embedder.encode([text])[0]
+            self._memo[text] = v
+        return v
+
+    def __len__(self) -> int:
+        return len(self._memo)
+
+
+@dataclass
+class Memory:
+    """What a baseline remembers of its conversation: its id and the earlier exchanges."""
+
+    conversation_id: str = ""
+    exchanges: list[Exchange] = field(default_factory=list)
+
+
+TextBuilder = Callable[[Memory, str], str]
+"""``(memory, current question) -> query text``."""
+VectorBuilder = Callable[[Memory, str, QueryEncoder], Vector]
+"""``(memory, current question, encoder) -> query vector``."""
+
+
+class MemorySystem:
+    """Base of the baselines: remembers the exchanges of the current conversation.
+
+    Args:
+        name: Label in reports.
+        reference: Whether the system reads reference data (then reported as a reference).
+    """
+
+    def __init__(self, name: str, *, reference: bool = False) -> None:
+        self.name = name
+        self.reference = reference
+        self.memory = Memory()
+
+    def start(self, conversation_id: str) -> None:
+        self.memory = Memory(conversation_id)
+
+    def retrieve(self, question: str, k: int) -> list[Passage]:
+        raise NotImplementedError
+
+    def observe(self, question: str, passages: list[Passage], answer: str) -> None:
+        self.memory.exchanges.append((question, answer))
+
+
+class DenseSystem(MemorySystem):
+    """Embeds a query vector built from memory and searches a FAISS knowledge base.
+
+    Args:
+        name: Label in reports.
+        kb: The knowledge base (its embedder encodes queries, memoised per system).
+        build: Memory and current question -> query vector.
+        reference: Whether the system reads reference data.
+    """
+
+    def __init__(self, name: str, kb: FaissKnowledgeBase, build: VectorBuilder, *,
+                 reference: bool = False) -> None:
+        super().__init__(name, reference=reference)
+        self.kb = kb
+        self.encoder = QueryEncoder(kb.embedder)
+        self._build = build
+
+    def retrieve(self, question: str, k: int) -> list[Passage]:
+        query = self._build(self.memory, question, self.encoder)
+        return self.kb.search_vectors(query[None, :], k)[0]
+
+
+class SparseSystem(MemorySystem):
+    """Builds a query text from memory and searches a BM25 index.
+
+    Args:
+        name: Label in reports.
+        index: The BM25 index.
+        build: Memory and current question -> query text.
+        reference: Whether the system reads reference data.
+    """
+
+    def __init__(self, name: str, index: BM25Index, build: TextBuilder, *,
+                 reference: bool = False) -> None:
+        super().__init__(name, reference=reference)
+        self.index = index
+        self._build = build
+
+    def retrieve(self, question: str, k: int) -> list[Passage]:
+        return self.index.search(self._build(self.memory, question), k)
+
+
+def join_last_n(exchanges: Sequence[Exchange], question: str, n: int | None,
+                answers: bool) -> str:
+    """The last ``n`` earlier turns (all when ``None``), with or without answers, then the question.
+
+    Example:
+        >>> join_last_n([("q1", "a1"), ("q2", "a2")], "q3", 1, answers=True)
+        'q2\\na2\\nq3'
+    """
+    recent = exchanges if n is None else exchanges[max(0, len(exchanges) - n) :] if n else []
+    parts = [x for q, a in recent for x in ((q, a) if answers and a else (q,))]
+    return "\n".join([*parts, question])
+
+
+def interpolate(current: Vector, previous: Vector | None, first: Vector | None,
+                w_prev: float, w_first: float) -> Vector:
+    """``current + w_prev * previous + w_first * first``, normalised (absent terms skipped)."""
+    v = np.asarray(current, dtype=np.float32).copy()
+    if previous is not None:
+        v += w_prev * previous
+    if first is not None:
+        v += w_first * first
+    out: Vector = l2_normalise(v)[0]
+    return out
+
+
+def last_n_text(n: int | None, answers: bool) -> TextBuilder:
+    """A text builder: ``join_last_n`` over the memory."""
+    def build(memory: Memory, question: str) -> str:
+        return join_last_n(memory.exchanges, question, n, answers)
+    return build
+
+
+def reference_text(references: Mapping[tuple[str, int], str]) -> TextBuilder:
+    """A text builder reading the reference rewrite of the current turn (else the question)."""
+    def build(memory: Memory, question: str) -> str:
+        turn = len(memory.exchanges) + 1
+        return references.get((memory.conversation_id, turn), question)
+    return build
+
+
+def embedded(text: TextBuilder) -> VectorBuilder:
+    """A vector builder embedding a text builder's query."""
+    def build(memory: Memory, question: str, enc: QueryEncoder) -> Vector:
+        return enc(text(memory, question))
+    return build
+
+
+def text_builder(n: int | None, answers: bool) -> VectorBuilder:
+    """A vector builder embedding ``join_last_n`` (``embedded(last_n_text(n, answers))``)."""
+    return embedded(last_n_text(n, answers))
+
+
+def interpolation(w_prev: float, w_first: float) -> VectorBuilder:
+    """A vector builder mixing the current, previous and first question vectors."""
+    def build(memory: Memory, question: str, enc: QueryEncoder) -> Vector:
+        ex = memory.exchanges
+        if not ex:
+            return enc(question)
+        return interpolate(enc(question), enc(ex[-1][0]), enc(ex[0][0]), w_prev, w_first)
+    return build
+
+
+@dataclass(frozen=True)
+class BenchContext:
+    """What a system factory may use.
+
+    Attributes:
+        kb: The knowledge base (its ``embedder`` embeds queries).
+        embedder: The query embedder.
+        references: ``(conversation_id, turn) -> reference rewrite``; only reference systems
+            may read it.
+    """
+
+    kb: FaissKnowledgeBase
+    embedder: Embedder
+    references: Mapping[tuple[str, int], str] = field(default_factory=dict)
+
+    @cached_property
+    def bm25(self) -> BM25Index:
+        """A BM25 index over the same passages, built on first use."""
+        return BM25Index(self.kb.passages)
+
+
+SystemFactory = Callable[[BenchContext], System]
+
+
+@dataclass(frozen=True)
+class SystemSpec:
+    """A registered system: its factory, whether it is a reference, what it does."""
+
+    name: str
+    factory: SystemFactory
+    reference: bool = False
+    description: str = ""
+
+
+REGISTRY: dict[str, SystemSpec] = {}
+"""Registered systems by name, in registration (and report) order."""
+
+
+def register_system(name: str, factory: SystemFactory, *, reference: bool = False,
+                    description: str = "", replace: bool = False) -> None:
+    """Add a system factory under ``name``.
+
+    Raises:
+        ValueError: If ``name`` is taken and ``replace`` is false.
+    """
+    if not name or any(c in name for c in ",*?[] "):
+        raise ValueError(f"name must be non-empty without ',*?[] ', got {name!r}")
+    if name in REGISTRY and not replace:
+        raise ValueError(f"system {name!r} is already registered (pass replace=True)")
+    REGISTRY[name] = SystemSpec(name, factory, reference, description)
+
+
+def resolve_names(patterns: Iterable[str]) -> list[str]:
+    """Registered names matching the patterns (exact names or globs such as ``interp-*``).
+
+    Raises:
+        ValueError: If a pattern matches nothing; the message lists the valid names.
+    """
+    out: list[str] = []
+    for pattern in patterns:
+        hits = [n for n in REGISTRY if fnmatch.fnmatchcase(n, pattern)]
+        if not hits:
+            raise ValueError(f"unknown system {pattern!r}; choose from: {', '.join(REGISTRY)}")
+        out.extend(h for h in hits if h not in out)
+    return out
+
+
+def build_systems(patterns: Iterable[str], ctx: BenchContext) -> list[System]:
+    """Instantiate the systems matching ``patterns`` (see ``resolve_names``)."""
+    return [REGISTRY[name].factory(ctx) for name in resolve_names(patterns)]
+
+
+def _register_baselines() -> None:
+    def dense(name: str, build: VectorBuilder) -> SystemFactory:
+        return lambda ctx: DenseSystem(name, ctx.kb, build)
+
+    def bm25(name: str, text: TextBuilder) -> SystemFactory:
+        return lambda ctx: SparseSystem(name, ctx.bm25, text)
+
+    texts: list[tuple[str, TextBuilder, str]] = [
+        ("last-turn", last_n_text(0, False), "the current question alone"),
+        ("all-questions", last_n_text(None, False), "every user question so far, joined"),
+    ]
+    for answers in (False, True):
+        what = "questions and answers" if answers else "questions"
+        texts += [(f"last-{n}-{'qa' if answers else 'q'}", last_n_text(n, answers),
+                   f"the {what} of the last {n} turns + the question") for n in (1, 2, 3)]
+    for name, text, description in texts:
+        register_system(name, dense(name, embedded(text)), description=description)
+    for w_prev in INTERPOLATION_GRID[0]:
+        for w_first in INTERPOLATION_GRID[1]:
+            name = f"interp-{w_prev:g}-{w_first:g}"
+            register_system(name, dense(name, interpolation(w_prev, w_first)),
+                            description=f"question + {w_prev:g} x previous + {w_first:g} x first")
+    register_system(
+        "rewrite-ref",
+        lambda ctx: DenseSystem("rewrite-ref", ctx.kb, embedded(reference_text(ctx.references)),
+                                reference=True),
+        reference=True,
+        description="the MTRAG LLM rewrite from the data (reference, not an input)")
+    for name, text, description in texts:
+        if name in BM25_SYSTEMS:
+            register_system(f"bm25-{name}", bm25(f"bm25-{name}", text),
+                            description=f"BM25: {description}")
+    register_system(
+        "bm25-rewrite-ref",
+        lambda ctx: SparseSystem("bm25-rewrite-ref", ctx.bm25, reference_text(ctx.references),
+                                 reference=True),
+        reference=True, description="BM25: the MTRAG LLM rewrite (reference)")
+
+
+_register_baselines()

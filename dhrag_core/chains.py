@@ -1,0 +1,140 @@
+"""Chain-of-thought tracking (paper eq. 22-24): threads of related turns, matched as a whole.
+
+A new turn joins the chain it continues best -- compared with each chain's latest turn and its
+centroid, so a user who comes back to an earlier thread re-joins that chain, not only the
+adjacent one -- or starts a new chain. At query time T* = argmax_T score(q, T) (similarity to
+the chain, tempered by how recently the chain was active), then the best triple inside T*.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from dhrag_core.index import VectorIndex
+from dhrag_core.records import Vector
+
+__all__ = ["Chain", "ChainTracker", "chain_length_stats"]
+
+
+@dataclass
+class Chain:
+    """Turn ids of one thread in turn order, the running vector sum, and the latest turn."""
+
+    id: int
+    members: list[str] = field(default_factory=list)
+    total: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.float64))
+    last_index: int = -1
+    last_vector: np.ndarray | None = None
+
+    @property
+    def centroid(self) -> Vector:
+        n = float(np.linalg.norm(self.total))
+        return (self.total / n if n > 0 else self.total).astype(np.float32)
+
+
+class ChainTracker:
+    """The chains of one session.
+
+    Args:
+        dimension: Vector size.
+        threshold: A turn continues a chain whose latest turn or centroid it matches this well.
+    """
+
+    def __init__(self, dimension: int, threshold: float = 0.45) -> None:
+        self.dimension = dimension
+        self.threshold = threshold
+        self.chains: dict[int, Chain] = {}
+        self.of: dict[str, int] = {}
+        self._next_id = 0
+        # latest-turn and centroid vectors of every chain, updated in place: linking a turn
+        # costs two matrix-vector products, not a re-stack of every chain
+        self._lasts: VectorIndex[int] = VectorIndex(dimension)
+        self._cents: VectorIndex[int] = VectorIndex(dimension)
+
+    def __len__(self) -> int:
+        return len(self.chains)
+
+    def _add(self, chain: Chain, turn_id: str, vector: Vector, index: int) -> None:
+        chain.members.append(turn_id)
+        chain.total = chain.total + vector.astype(np.float64)
+        if index >= chain.last_index:
+            chain.last_index, chain.last_vector = index, vector
+        self.of[turn_id] = chain.id
+        self._sync(chain)
+
+    def _sync(self, chain: Chain) -> None:
+        assert chain.last_vector is not None
+        self._lasts.add([chain.id], chain.last_vector)
+        self._cents.add([chain.id], chain.centroid)
+
+    def best_link(self, vector: Vector) -> tuple[int, float] | None:
+        """The chain a new turn continues best -- max(sim to latest turn, sim to centroid) --
+        and that score; None when there are no chains."""
+        if not self.chains:
+            return None
+        slots, last_sims = self._lasts.similarities(vector)
+        cent_slots, cent_sims = self._cents.similarities(vector)
+        # both indexes see the same adds and removes in the same order: same slots
+        assert np.array_equal(slots, cent_slots)
+        scores = np.maximum(last_sims, cent_sims)
+        best = int(np.argmax(scores))
+        return self._lasts.key_at(int(slots[best])), float(scores[best])
+
+    def link(self, turn_id: str, vector: Vector, index: int) -> int:
+        """Attach a new turn to the chain it continues best, or start one; returns the id."""
+        best = self.best_link(vector)
+        if best is not None and best[1] >= self.threshold:
+            chain = self.chains[best[0]]
+        else:
+            chain = Chain(self._next_id, total=np.zeros(self.dimension))
+            self.chains[chain.id] = chain
+            self._next_id += 1
+        self._add(chain, turn_id, vector, index)
+        return chain.id
+
+    def restore(self, turn_id: str, vector: Vector, index: int, chain_id: int) -> None:
+        """Put back a stored link (turns must come in index order)."""
+        chain = self.chains.get(chain_id)
+        if chain is None:
+            chain = self.chains[chain_id] = Chain(chain_id, total=np.zeros(self.dimension))
+        self._add(chain, turn_id, vector, index)
+        self._next_id = max(self._next_id, chain_id + 1)
+
+    def remove(self, turn_id: str, vector: Vector, vectors: dict[str, Vector],
+               index_of: dict[str, int]) -> None:
+        cid = self.of.pop(turn_id, None)
+        if cid is None:
+            return
+        chain = self.chains[cid]
+        chain.members.remove(turn_id)
+        chain.total = chain.total - vector.astype(np.float64)
+        if not chain.members:
+            del self.chains[cid]
+            self._lasts.remove([cid])
+            self._cents.remove([cid])
+            return
+        latest = max(chain.members, key=lambda m: index_of[m])
+        chain.last_index, chain.last_vector = index_of[latest], vectors[latest]
+        self._sync(chain)
+
+    def centroid_similarities(self, vector: Vector) -> tuple[list[int], np.ndarray]:
+        """Every chain id with the cosine of its centroid to ``vector``."""
+        slots, sims = self._cents.similarities(vector)
+        return [self._cents.key_at(int(s)) for s in slots], sims
+
+    def lengths(self) -> list[int]:
+        return [len(c.members) for c in self.chains.values()]
+
+
+def chain_length_stats(lengths: list[int]) -> dict[str, float | dict[int, int]]:
+    """Mean length and the histogram, comparable with the paper's (mean 1.73, mostly 2-3)."""
+    if not lengths:
+        return {"chains": 0, "mean": 0.0, "histogram": {}}
+    return {
+        "chains": len(lengths),
+        "mean": float(np.mean(lengths)),
+        "histogram": dict(sorted(Counter(lengths).items())),
+    }

@@ -1,0 +1,210 @@
+"""Incremental topic clusters over a session's turns (paper eq. 15-17), with keyword labels.
+
+A new turn joins the nearest centroid if it is similar enough, else opens a cluster. A cluster
+whose quality (mean similarity of members to the centroid) falls below a floor is split
+locally with scikit-learn's agglomerative clustering, and every ``merge_every`` turns clusters
+whose centroids converged are merged. Nothing ever refits the whole history, and the keyword
+labels come from the current texts, so the vocabulary is never frozen.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import Counter
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from dhrag_core.embedding import tokens
+from dhrag_core.index import VectorIndex
+from dhrag_core.records import Vector
+
+__all__ = ["Cluster", "TopicClusters", "keyword_labels"]
+
+_SPLIT_LIMIT = 400
+
+
+@dataclass
+class Cluster:
+    """A topic: its member turn ids and the running sum of their unit vectors."""
+
+    id: int
+    members: set[str] = field(default_factory=set)
+    total: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.float64))
+
+    @property
+    def size(self) -> int:
+        return len(self.members)
+
+    @property
+    def centroid(self) -> Vector:
+        n = float(np.linalg.norm(self.total))
+        return (self.total / n if n > 0 else self.total).astype(np.float32)
+
+    @property
+    def quality(self) -> float:
+        """Mean cosine of members to the centroid direction (1 for a single member)."""
+        return float(np.linalg.norm(self.total)) / self.size if self.size else 1.0
+
+
+class TopicClusters:
+    """The topic layer of one session's history tree.
+
+    Args:
+        dimension: Vector size.
+        threshold: A turn joins a cluster whose centroid it matches at least this well.
+        min_quality: A cluster below this quality after a join is split locally.
+        merge_every: Every this many assignments, centroids closer than ``threshold`` merge.
+    """
+
+    def __init__(
+        self, dimension: int, threshold: float = 0.5, min_quality: float = 0.6,
+        merge_every: int = 16,
+    ) -> None:
+        self.dimension = dimension
+        self.threshold = threshold
+        self.min_quality = min_quality
+        self.merge_every = merge_every
+        self.clusters: dict[int, Cluster] = {}
+        self.of: dict[str, int] = {}
+        self._next_id = 0
+        self._since_merge = 0
+        self.comparisons = 0
+        self._cents: VectorIndex[int] = VectorIndex(dimension)
+
+    def __len__(self) -> int:
+        return len(self.clusters)
+
+    def _new(self) -> Cluster:
+        c = Cluster(self._next_id, total=np.zeros(self.dimension))
+        self.clusters[c.id] = c
+        self._next_id += 1
+        return c
+
+    def _join(self, c: Cluster, turn_id: str, v: np.ndarray) -> None:
+        c.members.add(turn_id)
+        c.total = c.total + v
+        self.of[turn_id] = c.id
+        self._cents.add([c.id], c.centroid)
+
+    def _drop(self, cid: int) -> None:
+        del self.clusters[cid]
+        self._cents.remove([cid])
+
+    def restore(self, turn_id: str, vector: Vector, cluster_id: int) -> None:
+        """Put back a stored assignment (on reload), keeping the stored cluster id."""
+        c = self.clusters.get(cluster_id)
+        if c is None:
+            c = self.clusters[cluster_id] = Cluster(cluster_id, total=np.zeros(self.dimension))
+        self._join(c, turn_id, vector.astype(np.float64))
+        self._next_id = max(self._next_id, cluster_id + 1)
+
+    def centroids(self) -> tuple[list[int], np.ndarray]:
+        ids = list(self.clusters)
+        if not ids:
+            return [], np.zeros((0, self.dimension), dtype=np.float32)
+        return ids, np.stack([self.clusters[i].centroid for i in ids])
+
+    def nearest(self, query: Vector, n: int) -> list[tuple[Cluster, float]]:
+        """The ``n`` clusters whose centroids best match ``query``, best first."""
+        self.comparisons += len(self.clusters)
+        return [(self.clusters[cid], sim) for cid, sim in self._cents.search(query, n)]
+
+    def assign(self, turn_id: str, vector: Vector, vectors: Mapping[str, Vector]) -> dict[str, int]:
+        """Place a new turn; returns every assignment that changed (the new turn included).
+
+        ``vectors`` gives the topic vectors of stored turns, needed only when a split or merge
+        re-organises clusters.
+        """
+        v = vector.astype(np.float64)
+        best = self.nearest(vector, 1)
+        target = best[0][0] if best and best[0][1] >= self.threshold else self._new()
+        self._join(target, turn_id, v)
+        changed = {turn_id: target.id}
+        if target.size > 2 and target.quality < self.min_quality:
+            changed.update(self._split(target, {**vectors, turn_id: vector}))
+        self._since_merge += 1
+        if self._since_merge >= self.merge_every:
+            self._since_merge = 0
+            changed.update(self._merge_close())
+        return changed
+
+    def remove(self, turn_id: str, vector: Vector) -> None:
+        cid = self.of.pop(turn_id, None)
+        if cid is None:
+            return
+        c = self.clusters[cid]
+        c.members.discard(turn_id)
+        c.total = c.total - vector.astype(np.float64)
+        if not c.members:
+            self._drop(cid)
+        else:
+            self._cents.add([cid], c.centroid)
+
+    def _split(self, c: Cluster, vectors: Mapping[str, Vector]) -> dict[str, int]:
+        """Re-cluster one degraded cluster's members (bounded: at most the newest 400)."""
+        from sklearn.cluster import AgglomerativeClustering
+
+        members = sorted(c.members)[-_SPLIT_LIMIT:]
+        x = np.stack([vectors[m] for m in members]).astype(np.float64)
+        labels = AgglomerativeClustering(
+            n_clusters=None, metric="cosine", linkage="average",
+            distance_threshold=1.0 - self.min_quality,
+        ).fit_predict(x)
+        if len(set(labels)) < 2:
+            return {}
+        keep = Counter(labels).most_common(1)[0][0]
+        changed: dict[str, int] = {}
+        for label in sorted(set(labels) - {keep}):
+            fresh = self._new()
+            for m, lab in zip(members, labels, strict=True):
+                if lab == label:
+                    self.remove(m, vectors[m])
+                    self._join(fresh, m, vectors[m].astype(np.float64))
+                    changed[m] = fresh.id
+        return changed
+
+    def _merge_close(self) -> dict[str, int]:
+        """Merge clusters whose centroids match each other at least as well as ``threshold``."""
+        ids, cents = self.centroids()
+        if len(ids) < 2:
+            return {}
+        sims = cents @ cents.T
+        np.fill_diagonal(sims, -1.0)
+        changed: dict[str, int] = {}
+        merged: set[int] = set()
+        for a, b in zip(*np.nonzero(np.triu(sims) >= self.threshold), strict=True):
+            ca, cb = ids[int(a)], ids[int(b)]
+            if ca in merged or cb in merged:
+                continue
+            big, small = sorted((self.clusters[ca], self.clusters[cb]), key=lambda c: -c.size)
+            for m in small.members:
+                self.of[m] = big.id
+                changed[m] = big.id
+            big.members |= small.members
+            big.total = big.total + small.total
+            self._drop(small.id)
+            self._cents.add([big.id], big.centroid)
+            merged.update((ca, cb))
+        return changed
+
+
+def keyword_labels(
+    groups: Mapping[int, Iterable[str]], n_terms: int = 3
+) -> dict[int, str]:
+    """Class-based TF-IDF keywords per group of texts (terms frequent here, rare elsewhere)."""
+    counts = {g: Counter(t for text in texts for t in tokens(text)) for g, texts in groups.items()}
+    df: Counter[str] = Counter()
+    for c in counts.values():
+        df.update(set(c))
+    n = max(len(counts), 1)
+    labels = {}
+    for g, c in counts.items():
+        total = sum(c.values()) or 1
+        scored = sorted(
+            c, key=lambda t: (-(c[t] / total) * math.log(1 + n / df[t]), t)
+        )
+        labels[g] = ", ".join(scored[:n_terms])
+    return labels
+

@@ -1,0 +1,204 @@
+"""DHRAG: one conversational turn of DH-RAG (Algorithm 1 of the paper), read top to bottom.
+
+``select`` runs before the LLM: embed the query, select history turns (hierarchical matching
+and chain tracking), reconstruct the query, search the knowledge base, integrate both into one
+weighted context. ``record`` runs after it: store (query, passages, response), which updates
+weights, evicts, and organises the new turn into clusters, summaries and chains.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from typing import Any
+
+import numpy as np
+
+from dhrag_core.embedding import Embedder
+from dhrag_core.history import AddResult, HistoryDatabase
+from dhrag_core.integration import Candidate, integrate
+from dhrag_core.knowledge import KnowledgeBase
+from dhrag_core.records import Passage, SelectedTurn, Selection, Vector
+from dhrag_core.rewriting import LightRewriter, QueryRewriter, Rewrite, expand_vector
+from dhrag_core.settings import Settings
+from dhrag_core.store import HistoryStore
+from dhrag_core.summaries import Summariser
+from dhrag_core.validation import check_session_id
+
+__all__ = ["DHRAG"]
+
+
+class DHRAG:
+    """The DH-RAG pipeline over a static knowledge base and a dynamic history database.
+
+    Args:
+        knowledge: The static knowledge base K (anything with ``search(query, k)``; one that
+            also has ``search_vectors(vectors, k)`` is searched with the expanded query vector).
+        embedder: Encodes queries and history; default: offline MiniLM.
+        store: History store or URL (``memory``, ``sqlite:///path.db``).
+        settings: Every knob and ablation switch.
+        rewriter: Query reconstruction; default: ``LightRewriter`` (no LLM).
+        summariser: Summary-node texts; default: extractive.
+        integration_matrix: ``W`` of eq. 6 (``dimension x dimension``); default identity.
+        history: An existing ``HistoryDatabase`` (then ``embedder``/``store``/``settings``
+            come from it).
+
+    Example:
+        >>> from dhrag_core import DHRAG, FaissKnowledgeBase, HashingEmbedder
+        >>> emb = HashingEmbedder()
+        >>> kb = FaissKnowledgeBase(["The Great Wall is 21,196 km long."], emb)
+        >>> rag = DHRAG(kb, embedder=emb)
+        >>> sel = rag.select("alice", "How long is the Great Wall?")
+        >>> _ = rag.record("alice", sel.query, "About 21,196 km.", selection=sel)
+    """
+
+    def __init__(
+        self,
+        knowledge: KnowledgeBase,
+        *,
+        embedder: Embedder | None = None,
+        store: HistoryStore | str | None = None,
+        settings: Settings | None = None,
+        rewriter: QueryRewriter | None = None,
+        summariser: Summariser | None = None,
+        integration_matrix: np.ndarray | None = None,
+        history: HistoryDatabase | None = None,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        if not isinstance(knowledge, KnowledgeBase):
+            raise TypeError("knowledge must have a search(query, k) method (KnowledgeBase)")
+        self.history = history or HistoryDatabase(
+            embedder=embedder, store=store, settings=settings, clock=clock,
+            summariser=summariser,
+        )
+        self.knowledge = knowledge
+        self.settings = self.history.settings
+        self.rewriter: QueryRewriter = rewriter or LightRewriter()
+        dim = self.history.embedder.dimension
+        if integration_matrix is not None and np.shape(integration_matrix) != (dim, dim):
+            raise ValueError(f"integration_matrix must be {dim}x{dim}")
+        self.integration_matrix = integration_matrix
+
+    # -- before the LLM ---------------------------------------------------------------------
+
+    def select(self, session_id: str, query: str, k: int | None = None) -> Selection:
+        """History, rewritten query and integrated context for ``query`` (nothing stored)."""
+        check_session_id(session_id)
+        cfg = self.settings
+        k = cfg.context_k if k is None else self.history._check_k(k)
+        qv = self.history.encode_query(query)
+        history = self.history.select(session_id, qv)
+        rewrite = self._rewrite(query, history)
+        search_vec = self._search_vector(query, qv, rewrite, history)
+        kb = self._search_kb(rewrite.text, search_vec)
+        return self._integrate(session_id, query, rewrite, qv, search_vec, history, kb, k)
+
+    async def aselect(self, session_id: str, query: str, k: int | None = None) -> Selection:
+        """``select`` off the event loop (embedding and FAISS are CPU work)."""
+        return await asyncio.to_thread(self.select, session_id, query, k)
+
+    def _rewrite(self, query: str, history: Sequence[SelectedTurn]) -> Rewrite:
+        if not self.settings.use_rewrite or not history:
+            return Rewrite(query)
+        return self.rewriter.rewrite(query, history)
+
+    def _search_vector(
+        self, query: str, qv: Vector, rewrite: Rewrite, history: Sequence[SelectedTurn]
+    ) -> Vector:
+        """The expanded query vector: the query moved toward the selected turns by their weights.
+
+        Its base is the rewritten query's embedding when ``rewrite_vector`` is set or the
+        knowledge base is searched by text (it then ranked by the rewritten text, and the
+        integration must score with the same query), else the raw query's.
+        """
+        cfg = self.settings
+        if not cfg.use_rewrite:
+            return qv
+        base = qv
+        by_text = not callable(getattr(self.knowledge, "search_vectors", None))
+        if (cfg.rewrite_vector or by_text) and rewrite.text != query:
+            base = self.history.encode_query(rewrite.text)
+        return expand_vector(base, history, cfg.expansion)
+
+    def _search_kb(self, text: str, vector: Vector) -> list[Passage]:
+        k = self.settings.kb_k
+        search_vectors = getattr(self.knowledge, "search_vectors", None)
+        if callable(search_vectors):
+            found: list[Passage] = search_vectors(vector[None, :], k)[0]
+            return found
+        return list(self.knowledge.search(text, k))
+
+    def _integrate(
+        self, session_id: str, query: str, rewrite: Rewrite, qv: Vector, search_vec: Vector,
+        history: Sequence[SelectedTurn], kb: Sequence[Passage], k: int,
+    ) -> Selection:
+        cfg = self.settings
+        missing = [p.text for p in kb if p.vector is None]
+        encoded: Iterator[Vector] = iter(
+            self.history.embedder.encode(missing) if missing else []
+        )
+        candidates = [Candidate(p, p.vector if p.vector is not None else next(encoded), "kb")
+                      for p in kb]
+        for s in history:
+            candidates.extend(
+                Candidate(p, s.turn.passage_vectors[i], "history", s)
+                for i, p in enumerate(s.turn.passages)
+            )
+        context = integrate(
+            search_vec, candidates, k, matrix=self.integration_matrix,
+            temperature=cfg.temperature, history_bonus=cfg.history_bonus,
+            answer_bonus=cfg.answer_bonus,
+            weighted=cfg.use_integration,
+        )
+        return Selection(
+            session_id=session_id, query=query, rewritten_query=rewrite.text,
+            history=tuple(history), context=tuple(context), query_vector=qv,
+            search_vector=search_vec,
+        )
+
+    # -- after the LLM ----------------------------------------------------------------------
+
+    def record(
+        self,
+        session_id: str,
+        query: str,
+        response: str,
+        *,
+        selection: Selection | None = None,
+        passages: Sequence[Passage | str] | None = None,
+        metadata: Mapping[str, Any] | None = None,
+    ) -> AddResult:
+        """Store the turn's triple: the passages shown (``selection``'s context unless
+        ``passages`` is given) and the response. Updates weights, evicts, organises."""
+        if selection is not None and selection.session_id != session_id:
+            raise ValueError(
+                f"selection belongs to session {selection.session_id!r}, not {session_id!r}"
+            )
+        shown: Sequence[Passage | str] = (
+            passages if passages is not None
+            else (selection.passages if selection is not None else [])
+        )
+        qv = selection.query_vector if selection is not None and selection.query == query else None
+        return self.history.add(session_id, query, shown, response, metadata=metadata,
+                                query_vector=qv)
+
+    async def arecord(
+        self,
+        session_id: str,
+        query: str,
+        response: str,
+        *,
+        selection: Selection | None = None,
+        passages: Sequence[Passage | str] | None = None,
+        metadata: Mapping[str, Any] | None = None,
+    ) -> AddResult:
+        """``record`` off the event loop."""
+        return await asyncio.to_thread(
+            self.record, session_id, query, response, selection=selection, passages=passages,
+            metadata=metadata,
+        )
+
+    def reset(self, session_id: str) -> None:
+        """Forget one session's history."""
+        self.history.delete_session(session_id)

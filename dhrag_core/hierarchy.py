@@ -1,0 +1,210 @@
+"""One session's history tree -- topic clusters -> summary nodes -> turns -- and its matching.
+
+Summary nodes are the turns of one cluster that also share a chain (one thread within one
+topic); their vectors are running sums, kept up to date as turns come, go and move.
+Matching walks the tree top-down and scores only the children of the best nodes, so it
+compares the query with far fewer vectors than a flat scan once the history is large; below
+``min_tree_turns`` it scans flat.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from dhrag_core.chains import ChainTracker
+from dhrag_core.clustering import TopicClusters
+from dhrag_core.embedding import l2_normalise
+from dhrag_core.records import Turn, Vector
+from dhrag_core.settings import Settings
+
+__all__ = ["SessionTree", "SummaryNode", "TreeMatch", "topic_vector"]
+
+
+def topic_vector(turn: Turn, response_weight: float = 0.5, passage_weight: float = 0.5) -> Vector:
+    """What a turn is about: its query, pulled toward its answer and passages.
+
+    Elliptical queries ("how long is it?") carry little topic on their own; the answer and the
+    passages shown with them do.
+    """
+    v = turn.query_vector.astype(np.float64).copy()
+    if turn.response_vector is not None:
+        v += response_weight * turn.response_vector
+    if len(turn.passage_vectors):
+        v += passage_weight * turn.passage_vectors.mean(axis=0)
+    out: Vector = l2_normalise(v)[0]
+    return out
+
+
+@dataclass(frozen=True)
+class SummaryNode:
+    """A run of turns of one topic and one chain, with its vector (normalised mean)."""
+
+    key: str
+    cluster_id: int
+    chain_id: int
+    members: tuple[str, ...]
+    vector: Vector
+
+
+@dataclass(frozen=True)
+class TreeMatch:
+    """A turn reached by matching, with its similarity and the path that reached it."""
+
+    turn_id: str
+    similarity: float
+    cluster_id: int
+    summary_key: str | None
+
+
+class SessionTree:
+    """Clusters, chains and summary nodes of one session, kept in step with its turns."""
+
+    def __init__(self, dimension: int, settings: Settings) -> None:
+        self.settings = settings
+        self.clusters = TopicClusters(
+            dimension, threshold=settings.cluster_threshold,
+            min_quality=settings.cluster_min_quality, merge_every=settings.cluster_merge_every,
+        )
+        self.chains = ChainTracker(dimension, threshold=settings.chain_threshold)
+        self.vectors: dict[str, Vector] = {}
+        self.index_of: dict[str, int] = {}
+        self.comparisons = 0
+        # summary groups: (cluster id, chain id) -> member ids and their vector sum
+        self._groups: dict[tuple[int, int], tuple[set[str], np.ndarray]] = {}
+        self._group_of: dict[str, tuple[int, int]] = {}
+        self._cluster_groups: dict[int, set[tuple[int, int]]] = defaultdict(set)
+
+    def _group_add(self, turn_id: str) -> None:
+        key = (self.clusters.of[turn_id], self.chains.of[turn_id])
+        members, total = self._groups.get(key, (set(), np.zeros(len(self.vectors[turn_id]))))
+        members.add(turn_id)
+        self._groups[key] = (members, total + self.vectors[turn_id])
+        self._group_of[turn_id] = key
+        self._cluster_groups[key[0]].add(key)
+
+    def _group_remove(self, turn_id: str) -> None:
+        key = self._group_of.pop(turn_id, None)
+        if key is None:
+            return
+        members, total = self._groups[key]
+        members.discard(turn_id)
+        if members:
+            self._groups[key] = (members, total - self.vectors[turn_id])
+        else:
+            del self._groups[key]
+            self._cluster_groups[key[0]].discard(key)
+
+    def __len__(self) -> int:
+        return len(self.vectors)
+
+    # -- upkeep -------------------------------------------------------------------------------
+
+    def insert(self, turn: Turn) -> tuple[int, int, dict[str, int]]:
+        """Organise a new turn: (cluster id, chain id, cluster ids of other turns that moved)."""
+        v = topic_vector(turn)
+        changed = self.clusters.assign(turn.turn_id, v, self.vectors)
+        chain_id = self.chains.link(turn.turn_id, v, turn.index)
+        self.vectors[turn.turn_id] = v
+        self.index_of[turn.turn_id] = turn.index
+        for moved in changed:
+            self._group_remove(moved)
+            self._group_add(moved)
+        cluster_id = changed.pop(turn.turn_id)
+        return cluster_id, chain_id, changed
+
+    def restore(self, turns: Sequence[Turn]) -> None:
+        """Rebuild from stored turns and their stored cluster/chain ids (index order)."""
+        for t in sorted(turns, key=lambda t: t.index):
+            if t.cluster_id < 0 or t.chain_id < 0:
+                self.insert(t)  # stored without organisation (imported): organise it now
+                continue
+            v = topic_vector(t)
+            self.vectors[t.turn_id] = v
+            self.index_of[t.turn_id] = t.index
+            self.clusters.restore(t.turn_id, v, t.cluster_id)
+            self.chains.restore(t.turn_id, v, t.index, t.chain_id)
+            self._group_add(t.turn_id)
+
+    def remove(self, turn_id: str) -> None:
+        v = self.vectors.get(turn_id)
+        if v is None:
+            return
+        self._group_remove(turn_id)
+        self.clusters.remove(turn_id, v)
+        self.chains.remove(turn_id, v, self.vectors, self.index_of)
+        del self.vectors[turn_id]
+        del self.index_of[turn_id]
+
+    # -- the summary layer ------------------------------------------------------------------
+
+    def summary_nodes(self, cluster_ids: Sequence[int]) -> list[SummaryNode]:
+        """The summary nodes under the given clusters (kept up to date on every change)."""
+        nodes = []
+        for cid in cluster_ids:
+            for key in sorted(self._cluster_groups.get(cid, ())):
+                members, total = self._groups[key]
+                vec = l2_normalise(total)[0]
+                nodes.append(SummaryNode(f"{key[0]}.{key[1]}", key[0], key[1],
+                                         tuple(members), vec))
+        return nodes
+
+    def summary_of(self, turn_id: str) -> tuple[str, list[str]]:
+        """The summary node holding ``turn_id``: its key and its latest members (at most
+        ``summary_size``, up to this turn)."""
+        key = self._group_of[turn_id]
+        index = self.index_of[turn_id]
+        members = sorted((m for m in self._groups[key][0] if self.index_of[m] <= index),
+                         key=self.index_of.__getitem__)
+        return f"{key[0]}.{key[1]}", members[-self.settings.summary_size :]
+
+    # -- matching ---------------------------------------------------------------------------
+
+    def match(self, query: Vector, *, hierarchical: bool = True) -> list[TreeMatch]:
+        """Turns matched to ``query``, best first (at most ``settings.tree_turns``).
+
+        Hierarchical: best clusters -> their best summary nodes -> those nodes' turns.
+        Flat (``hierarchical=False``, or a tree below ``min_tree_turns``): every turn.
+        """
+        cfg = self.settings
+        if not self.vectors:
+            return []
+        if not hierarchical or len(self.vectors) < cfg.min_tree_turns:
+            ids = list(self.vectors)
+            sims = np.stack([self.vectors[i] for i in ids]) @ query
+            self.comparisons += len(ids)
+            order = np.argsort(-sims, kind="stable")[: cfg.tree_turns]
+            return [TreeMatch(ids[i], float(sims[i]), self.clusters.of.get(ids[i], -1), None)
+                    for i in order]
+        top = self.clusters.nearest(query, cfg.tree_clusters)
+        self.comparisons += len(self.clusters)
+        nodes = self.summary_nodes([c.id for c, _ in top])
+        node_sims = np.stack([n.vector for n in nodes]) @ query
+        self.comparisons += len(nodes)
+        best_nodes = [nodes[i] for i in np.argsort(-node_sims, kind="stable")[: cfg.tree_summaries]]
+        found = [(m, n) for n in best_nodes for m in n.members]
+        sims = np.stack([self.vectors[m] for m, _ in found]) @ query
+        self.comparisons += len(found)
+        order = np.argsort(-sims, kind="stable")[: cfg.tree_turns]
+        return [TreeMatch(found[i][0], float(sims[i]), found[i][1].cluster_id, found[i][1].key)
+                for i in order]
+
+    def best_chain(
+        self, query: Vector, recency: Callable[[np.ndarray], np.ndarray], alpha: float
+    ) -> tuple[int, float] | None:
+        """T* = argmax over chains of alpha * sim(q, chain) + (1 - alpha) * recency(latest).
+
+        ``recency`` maps turn indexes to recency scores.
+        """
+        chains = self.chains.chains
+        if not chains:
+            return None
+        ids, sims = self.chains.centroid_similarities(query)
+        self.comparisons += len(ids)
+        rec = recency(np.array([chains[i].last_index for i in ids], dtype=np.float64))
+        score = alpha * np.clip(sims, 0, 1) + (1 - alpha) * rec
+        best = int(np.argmax(score))
+        return ids[best], float(score[best])

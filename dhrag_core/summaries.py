@@ -1,0 +1,40 @@
+"""Summary nodes (paper eq. 18-21): the middle layer between topic clusters and turns."""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Sequence
+from typing import Protocol, runtime_checkable
+
+import numpy as np
+
+from dhrag_core.embedding import tokens
+from dhrag_core.records import Turn
+
+__all__ = ["ExtractiveSummariser", "Summariser"]
+
+
+@runtime_checkable
+class Summariser(Protocol):
+    """Writes a short text that stands for a group of related turns."""
+
+    def summarise(self, turns: Sequence[Turn]) -> str: ...
+
+
+class ExtractiveSummariser:
+    """The group's most central query, then its most frequent content words.
+
+    No model call: centrality is the cosine of each query vector to the group's mean.
+    """
+
+    def __init__(self, n_terms: int = 4) -> None:
+        self.n_terms = n_terms
+
+    def summarise(self, turns: Sequence[Turn]) -> str:
+        if not turns:
+            return ""
+        vecs = np.stack([t.query_vector for t in turns])
+        central = turns[int(np.argmax(vecs @ vecs.mean(axis=0)))]
+        counts = Counter(w for t in turns for w in tokens(f"{t.query} {t.response}"))
+        terms = [w for w, _ in counts.most_common(self.n_terms)]
+        return f"{central.query} [{', '.join(terms)}]" if terms else central.query

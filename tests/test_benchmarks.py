@@ -1,0 +1,477 @@
+"""Tests of the conversational retrieval benchmark harness (``benchmarks/``)."""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+from benchmarks.__main__ import default_data
+from benchmarks.__main__ import main as cli_main
+from benchmarks.convert_mtrag import convert
+from benchmarks.data import (
+    Benchmark,
+    Message,
+    Task,
+    build_conversations,
+    load_benchmark,
+    load_tasks,
+    write_kb,
+    write_tasks,
+)
+from benchmarks.kbcache import kb_vectors, text_sha1
+from benchmarks.metrics import (
+    depth_bucket,
+    mean_scores,
+    ndcg_at_k,
+    paired_randomisation_test,
+    recall_at_k,
+    reciprocal_rank,
+    score_task,
+    split_scores,
+)
+from benchmarks.replay import System, history_coverage, replay, score_runs
+from benchmarks.report import markdown, summarise, write_report
+from benchmarks.runner import RunConfig, run_benchmark
+from benchmarks.sparse import BM25Index
+from benchmarks.systems import (
+    REGISTRY,
+    BenchContext,
+    build_systems,
+    interpolate,
+    join_last_n,
+    register_system,
+    resolve_names,
+)
+from dhrag_core import FaissKnowledgeBase, HashingEmbedder, Passage
+
+# --- metrics against hand-computed values -------------------------------------------------
+
+
+def test_recall_counts_gold_in_top_k() -> None:
+    ranked = ["a", "x", "b", "y"]
+    assert recall_at_k(ranked, {"a", "b"}, 1) == 0.5
+    assert recall_at_k(ranked, {"a", "b"}, 3) == 1.0
+    assert recall_at_k(ranked, {"a", "b", "c", "d"}, 10) == 0.5
+    assert recall_at_k(["a", "a", "a"], {"a", "b"}, 3) == 0.5  # a repeat counts once
+    assert recall_at_k(ranked, set(), 5) == 0.0
+
+
+def test_reciprocal_rank_is_first_hit_within_k() -> None:
+    assert reciprocal_rank(["x", "y", "a", "b"], {"a", "b"}) == pytest.approx(1 / 3)
+    assert reciprocal_rank(["a"], {"a"}) == 1.0
+    assert reciprocal_rank(["x", "y", "a"], {"a"}, k=2) == 0.0
+
+
+def test_ndcg_matches_hand_computation() -> None:
+    # DCG = 1/log2(2) + 1/log2(4) = 1.5; IDCG@3 (2 relevant) = 1 + 1/log2(3)
+    assert ndcg_at_k(["a", "x", "b"], {"a", "b"}, 3) == pytest.approx(1.5 / (1 + 1 / math.log2(3)))
+    # one relevant at rank 3: 1/log2(4) = 0.5; IDCG = 1
+    assert ndcg_at_k(["x", "y", "a"], {"a"}, 10) == pytest.approx(0.5)
+    # more relevant than k: ideal counts only k of them
+    assert ndcg_at_k(["a", "b"], {"a", "b", "c"}, 2) == pytest.approx(1.0)
+    assert ndcg_at_k(["a", "a"], {"a", "b"}, 2) == pytest.approx(1 / (1 + 1 / math.log2(3)))
+    assert ndcg_at_k(["x"], {"a"}, 3) == 0.0
+
+
+def test_metrics_reject_bad_arguments() -> None:
+    with pytest.raises(ValueError, match="k must be"):
+        recall_at_k(["a"], {"a"}, 0)
+    with pytest.raises(TypeError):
+        ndcg_at_k("abc", {"a"}, 3)
+
+
+def test_depth_buckets() -> None:
+    assert [depth_bucket(t) for t in (1, 2, 3, 4, 5, 12)] == ["1", "2", "3-4", "3-4", "5+", "5+"]
+    with pytest.raises(ValueError):
+        depth_bucket(0)
+
+
+def test_score_task_and_splits() -> None:
+    s1 = score_task("t1", 1, ["a", "b"], {"a"}, {"domain": "x"})
+    s2 = score_task("t2", 3, ["b", "a"], {"a"}, {"domain": "y"})
+    assert s1.values["MRR@10"] == 1.0 and s2.values["MRR@10"] == 0.5
+    assert s2.values["R@1"] == 0.0 and s2.values["R@5"] == 1.0
+    assert mean_scores([s1, s2])["MRR@10"] == 0.75 and mean_scores([s1, s2])["n"] == 2
+    by_domain = split_scores([s1, s2], lambda s: s.tags.get("domain"))
+    assert by_domain["x"]["MRR@10"] == 1.0 and by_domain["y"]["MRR@10"] == 0.5
+    assert list(split_scores([s1, s2], lambda s: depth_bucket(s.turn))) == ["1", "3-4"]
+
+
+def test_paired_randomisation_test() -> None:
+    rng = np.random.default_rng(1)
+    a = rng.random(200)
+    assert paired_randomisation_test(a, a) == 1.0
+    assert paired_randomisation_test(a + 0.2, a, n_resamples=2000) < 0.001
+    noise = a + rng.normal(0, 0.01, 200)
+    p1 = paired_randomisation_test(noise, a, n_resamples=2000)
+    p2 = paired_randomisation_test(a, noise, n_resamples=2000)
+    assert p1 == pytest.approx(p2) and p1 > 0.05
+    with pytest.raises(ValueError, match="paired"):
+        paired_randomisation_test([1.0], [1.0, 2.0])
+
+
+# --- converter on a tiny synthetic MTRAG folder --------------------------------------------
+
+
+def _user(text: str, mt: str, answerable: str = "ANSWERABLE") -> dict[str, Any]:
+    return {"speaker": "user", "text": text,
+            "enrichments": {"Multi-Turn": [mt], "Answerability": [answerable],
+                            "Question Type": ["Factoid"]}}
+
+
+def _agent(text: str, contexts: list[dict[str, Any]]) -> dict[str, Any]:
+    return {"speaker": "agent", "text": text, "contexts": contexts}
+
+
+def _lines(path: Path, rows: list[dict[str, Any]]) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
+
+
+def _write_mtrag(root: Path) -> None:
+    messages = [
+        _user("What is alpha?", "N/A"),
+        _agent("Alpha is first.", [{"document_id": "d1", "text": "Alpha ctx", "title": "Alpha"}]),
+        _user("And its successor?", "Follow-up"),
+        _agent("Beta.", [{"document_id": "d2", "text": "Beta ctx"}]),
+        _user("Why?", "Clarification", "UNANSWERABLE"),
+        _agent("Unknown.", []),
+    ]
+    record = {"domain": "d", "messages": messages}
+    conversation = {"source_file": "conversations/7.json", "record": record}
+    _lines(root / "conversations.jsonl", [conversation])
+    tasks = []
+    for turn in (1, 2, 3):
+        agent = messages[2 * turn - 1]
+        if turn == 2:  # a passage that appears only in tasks.jsonl contexts
+            agent = _agent("Beta.", [{"document_id": "d3", "text": "Gamma ctx", "title": "G"}])
+        tasks.append({"source_file": f"tasks/dom/h7<::>{turn}.json", "record": {
+            "task_id": f"h7<::>{turn}", "conversation_id": "7", "turn_id": turn,
+            "domain": "dom", "user": messages[2 * turn - 2], "agent": agent}})
+    _lines(root / "tasks.jsonl", tasks)
+    _lines(root / "corpus_pool.jsonl", [
+        {"id": "d1", "title": "Pool alpha", "text": "pool alpha"},
+        {"id": "d2", "title": "Beta title", "text": "pool beta"},
+        {"id": "d9", "title": "", "text": "pool only"},
+    ])
+    rt = root / "retrieval_tasks" / "dom"
+    _lines(rt / "dom_rewrite.jsonl", [{"_id": "h7<::>2", "text": "|user|: What follows alpha?"}])
+    (rt / "qrels").mkdir(parents=True)
+    (rt / "qrels" / "dev.tsv").write_text(
+        "query-id\tcorpus-id\tscore\nh7<::>1\td1\t1\nh7<::>2\td2\t1\nh7<::>2\td3\t1\n",
+        encoding="utf-8")
+
+
+def test_convert_mtrag_builds_kb_and_tasks(tmp_path: Path) -> None:
+    _write_mtrag(tmp_path / "src")
+    summary = convert(tmp_path / "src", tmp_path / "out")
+    assert (summary.n_passages, summary.n_tasks, summary.n_evaluated) == (4, 3, 2)
+    bench = load_benchmark(tmp_path / "out")
+    kb = {p.key: p for p in bench.kb}
+    assert sorted(kb) == ["d1", "d2", "d3", "d9"]
+    assert (kb["d1"].text, kb["d1"].title) == ("Alpha ctx", "Alpha")  # contexts win
+    assert (kb["d2"].text, kb["d2"].title) == ("Beta ctx", "Beta title")  # title falls back
+    assert kb["d9"].text == "pool only"
+    t1, t2, t3 = bench.tasks
+    assert t1.task_id == "h7<::>1" and t1.conversation_id == "h7" and t1.history == ()
+    assert t2.relevant == ("d2", "d3") and t2.rewrite == "What follows alpha?"
+    assert t2.history == (
+        Message("user", "What is alpha?"), Message("assistant", "Alpha is first."))
+    assert t2.tags == {"domain": "dom", "multi_turn": "Follow-up", "answerability": "ANSWERABLE",
+                       "question_type": "Factoid"}
+    assert not t3.evaluated and t3.rewrite is None
+    (conv,) = bench.conversations
+    assert [(t.question, t.answer) for t in conv.turns] == [
+        ("What is alpha?", "Alpha is first."), ("And its successor?", "Beta."), ("Why?", "")]
+
+
+def test_convert_reports_missing_input(tmp_path: Path) -> None:
+    with pytest.raises(FileNotFoundError, match=r"conversations\.jsonl"):
+        convert(tmp_path, tmp_path / "out")
+
+
+def test_tasks_round_trip_and_validation(tmp_path: Path) -> None:
+    tasks = _tasks()
+    write_tasks(tasks, tmp_path / "tasks.jsonl")
+    assert load_tasks(tmp_path / "tasks.jsonl") == tasks
+    bad = Task("x", "c1", 3, (), "q", ())  # turn 3 with no earlier user message
+    with pytest.raises(ValueError, match="does not match"):
+        build_conversations([bad])
+
+
+# --- causal replay ---------------------------------------------------------------------------
+
+QUESTIONS = ["where is alpha city", "how big is it", "what about beta town"]
+ANSWERS = ["alpha city is north", "it is large", "beta town is south"]
+
+
+def _tasks(conversation: str = "c1") -> list[Task]:
+    tasks = []
+    for i, q in enumerate(QUESTIONS):
+        history = tuple(m for j in range(i) for m in (
+            Message("user", f"{conversation} {QUESTIONS[j]}"), Message("assistant", ANSWERS[j])))
+        tasks.append(Task(task_id=f"{conversation}::{i + 1}", conversation_id=conversation,
+                          turn=i + 1, history=history, question=f"{conversation} {q}",
+                          relevant=(f"gold-{conversation}-{i + 1}",),
+                          rewrite=f"SECRET REWRITE {conversation} {i + 1}",
+                          tags={"domain": "geo", "multi_turn": "Follow-up"}))
+    return tasks
+
+
+def _kb() -> list[Passage]:
+    texts = {"n1": "alpha city lies in the north", "n2": "beta town lies in the south",
+             "n3": "a large city"}
+    kb = [Passage(text=t, id=i) for i, t in texts.items()]
+    for c in ("c1", "c2"):
+        kb += [Passage(text=f"gold passage {c} {i}", id=f"gold-{c}-{i}") for i in (1, 2, 3)]
+    return kb
+
+
+class SpySystem:
+    """Records everything the harness shows it; returns gold only when told to (turn 2)."""
+
+    name = "spy"
+
+    def __init__(self) -> None:
+        self.events: list[tuple[Any, ...]] = []
+
+    def start(self, conversation_id: str) -> None:
+        self.events.append(("start", conversation_id))
+
+    def retrieve(self, question: str, k: int) -> list[Passage]:
+        self.events.append(("retrieve", question, k))
+        turn = sum(e[0] == "retrieve" for e in self.events[self._last_start():])
+        hits = [Passage(text="n", id="n1"), Passage(text="n", id="n2")]
+        return [Passage(text="g", id=f"gold-c1-{turn}"), *hits] if turn == 2 else hits
+
+    def observe(self, question: str, passages: list[Passage], answer: str) -> None:
+        self.events.append(("observe", question, [p.id for p in passages], answer))
+
+    def _last_start(self) -> int:
+        return max(i for i, e in enumerate(self.events) if e[0] == "start")
+
+
+def test_replay_is_causal_and_never_leaks() -> None:
+    tasks = _tasks("c1") + _tasks("c2")
+    spy = SpySystem()
+    assert isinstance(spy, System)
+    runs = replay(spy, build_conversations(tasks), k=10, show_progress=False)
+    expected: list[tuple[Any, ...]] = []
+    for c in ("c1", "c2"):
+        expected.append(("start", c))
+        for i, q in enumerate(QUESTIONS):
+            ids = ["gold-c1-2", "n1", "n2"] if i == 1 else ["n1", "n2"]
+            answer = ANSWERS[i] if i < len(QUESTIONS) - 1 else ""  # last answer is unknown
+            expected += [("retrieve", f"{c} {q}", 10), ("observe", f"{c} {q}", ids, answer)]
+    assert spy.events == expected  # turn order; only current and past turns
+    shown = json.dumps(spy.events)
+    assert "SECRET REWRITE" not in shown
+    assert "gold-c2" not in shown  # the spy never returned them, so it never saw them
+    scores = score_runs(runs, tasks)
+    assert [s.values["MRR@10"] for s in scores] == [0, 1, 0, 0, 0, 0]
+
+
+def test_replay_scores_only_evaluated_tasks() -> None:
+    tasks = _tasks()
+    tasks[0] = Task(**{**tasks[0].__dict__, "relevant": ()})
+    runs = replay(SpySystem(), build_conversations(tasks), show_progress=False)
+    assert len(runs) == 3 and [s.task_id for s in score_runs(runs, tasks)] == ["c1::2", "c1::3"]
+
+
+def test_history_coverage_finds_gold_retrieved_at_earlier_turns() -> None:
+    tasks = _tasks()
+    tasks[2] = Task(**{**tasks[2].__dict__, "relevant": ("gold-c1-2",)})
+    runs = replay(SpySystem(), build_conversations(tasks), show_progress=False)
+    # turn 2: gold in the ranking; turn 3: gold only among turn 2's passages; turn 1 not counted
+    assert history_coverage(runs, tasks) == {"query": 0.5, "history": 0.5, "either": 1.0,
+                                             "n": 2.0}
+
+
+# --- baseline systems and registry ----------------------------------------------------------
+
+
+def _context(tasks: list[Task]) -> BenchContext:
+    emb = HashingEmbedder()
+    kb = FaissKnowledgeBase(_kb(), emb)
+    refs = {(t.conversation_id, t.turn): t.rewrite for t in tasks if t.rewrite}
+    return BenchContext(kb=kb, embedder=emb, references=refs)
+
+
+def test_join_last_n() -> None:
+    ex = [("q1", "a1"), ("q2", "a2"), ("q3", "")]
+    assert join_last_n(ex, "q", 0, answers=False) == "q"
+    assert join_last_n(ex, "q", 1, answers=True) == "q3\nq"  # empty answers are skipped
+    assert join_last_n(ex, "q", 2, answers=True) == "q2\na2\nq3\nq"
+    assert join_last_n(ex, "q", 5, answers=False) == "q1\nq2\nq3\nq"
+    assert join_last_n(ex, "q", None, answers=False) == "q1\nq2\nq3\nq"
+
+
+def test_interpolate_normalises() -> None:
+    c, p = np.array([1.0, 0.0], np.float32), np.array([0.0, 1.0], np.float32)
+    v = interpolate(c, p, p, 0.3, 0.2)
+    assert np.allclose(v, np.array([1.0, 0.5]) / math.hypot(1.0, 0.5))
+    assert np.allclose(interpolate(c, None, None, 0.3, 0.2), c)
+
+
+def test_registry_resolves_names_and_globs() -> None:
+    assert resolve_names(["last-turn"]) == ["last-turn"]
+    assert {"interp-0.3-0.2", "interp-0.5-0"} <= set(resolve_names(["interp-*"]))
+    with pytest.raises(ValueError, match="choose from: last-turn"):
+        resolve_names(["nope"])
+    with pytest.raises(ValueError, match="already registered"):
+        register_system("last-turn", REGISTRY["last-turn"].factory)
+    assert REGISTRY["rewrite-ref"].reference
+    assert not any(s.reference for n, s in REGISTRY.items() if "rewrite-ref" not in n)
+
+
+def test_baselines_retrieve_from_the_kb() -> None:
+    tasks = _tasks()
+    ctx = _context(tasks)
+    systems = build_systems(["last-turn", "all-questions", "last-1-qa", "interp-0.3-0.2",
+                             "rewrite-ref"], ctx)
+    convs = build_conversations(tasks)
+    for system in systems:
+        runs = replay(system, convs, k=2, show_progress=False)
+        assert all(len(r.ranked) == 2 for r in runs)
+    last_turn = replay(systems[0], convs, k=1, show_progress=False)
+    assert last_turn[0].ranked == ("n1",) and last_turn[2].ranked == ("n2",)
+
+
+def test_rewrite_reference_reads_the_rewrite_of_its_turn() -> None:
+    tasks = _tasks()
+    ctx = _context(tasks)
+    system = build_systems(["rewrite-ref"], ctx)[0]
+    replay(system, build_conversations(tasks), show_progress=False)
+    assert "SECRET REWRITE c1 3" in system.encoder._memo  # type: ignore[attr-defined]
+    assert "c1 how big is it" not in system.encoder._memo  # type: ignore[attr-defined]
+
+
+def test_bm25_matches_the_formula() -> None:
+    docs = [Passage("apple banana apple", id="a"), Passage("banana cherry", id="b"),
+            Passage("the of and", id="c")]
+    index = BM25Index(docs, k1=1.2, b=0.75)
+    # "apple" is in 1 of 3 docs; doc a: tf 2, length 3, average length (3 + 2 + 0) / 3
+    idf = math.log(1 + (3 - 1 + 0.5) / (1 + 0.5))
+    norm = 1.2 * (1 - 0.75 + 0.75 * 3 / (5 / 3))
+    assert index.scores("Apple?")[0] == pytest.approx(idf * 2 * 2.2 / (2 + norm))
+    assert [p.id for p in index.search("banana cherry", 5)] == ["b", "a"]  # zero scores dropped
+    assert index.search("the", 5) == []  # stop words only
+
+
+def test_bm25_baselines_run_on_the_same_passages() -> None:
+    tasks = _tasks()
+    ctx = _context(tasks)
+    names = resolve_names(["bm25-*"])
+    assert "bm25-last-turn" in names and REGISTRY["bm25-rewrite-ref"].reference
+    last_turn = build_systems(["bm25-last-turn"], ctx)[0]
+    runs = replay(last_turn, build_conversations(tasks), k=1, show_progress=False)
+    assert runs[0].ranked == ("n1",) and runs[2].ranked == ("n2",)
+
+
+# --- KB embedding cache ---------------------------------------------------------------------
+
+
+class CountingEmbedder(HashingEmbedder):
+    """A hashing embedder that counts the texts it encodes."""
+
+    def __init__(self) -> None:
+        super().__init__(64)
+        self.count = 0
+
+    def encode(self, texts: Any) -> Any:
+        self.count += len(texts)
+        return super().encode(texts)
+
+
+def _seed_file(path: Path, passages: list[Passage], emb: HashingEmbedder, *,
+               noise: float = 0.0) -> Path:
+    vectors = emb.encode([p.text for p in passages])
+    if noise:
+        vectors = np.roll(vectors, 1, axis=1)
+    np.savez(path, ids=np.array([p.id for p in passages]),
+             text_sha1=np.array([text_sha1(p.text) for p in passages]), E=vectors,
+             meta=np.array("{}"))
+    return path
+
+
+def test_kb_cache_seeds_checks_and_reuses(tmp_path: Path) -> None:
+    kb = [Passage(text=f"passage number {i} about topic {i % 7}", id=f"p{i}") for i in range(60)]
+    emb = CountingEmbedder()
+    stale = [*kb[:50], Passage(text="an older text", id="p50")]
+    seed = _seed_file(tmp_path / "seed.npz", stale, HashingEmbedder(64))
+    vectors = kb_vectors(kb, emb, "hash64", cache_dir=tmp_path / "c", seed=seed,
+                         show_progress=False)
+    assert emb.count == 24 + 10  # the sample check, then the 10 rows the seed lacks or differs
+    assert np.allclose(vectors, HashingEmbedder(64).encode([p.text for p in kb]), atol=1e-6)
+    emb.count = 0
+    again = kb_vectors(kb, emb, "hash64", cache_dir=tmp_path / "c", show_progress=False)
+    assert emb.count == 0 and np.array_equal(again, vectors)
+
+
+def test_kb_cache_rejects_a_disagreeing_seed(tmp_path: Path) -> None:
+    kb = [Passage(text=f"text {i} words", id=f"p{i}") for i in range(30)]
+    seed = _seed_file(tmp_path / "seed.npz", kb, HashingEmbedder(64), noise=1.0)
+    emb = CountingEmbedder()
+    vectors = kb_vectors(kb, emb, "hash64", cache_dir=tmp_path, seed=seed, show_progress=False)
+    assert emb.count == 24 + 30
+    assert np.allclose(vectors, HashingEmbedder(64).encode([p.text for p in kb]), atol=1e-6)
+
+
+# --- runner and report (hashing embedder) --------------------------------------------------
+
+
+def test_run_and_report_with_hashing_embedder(tmp_path: Path) -> None:
+    tasks = _tasks("c1") + _tasks("c2")
+    bench = Benchmark(kb=_kb(), tasks=tasks, conversations=build_conversations(tasks))
+    config = RunConfig(bench_dir=tmp_path, cache_dir=tmp_path / "cache", model_name="hash",
+                       systems=("all-questions", "interp-0.3-*", "rewrite-ref"),
+                       show_progress=False)
+    result = run_benchmark(config, embedder=HashingEmbedder(), bench=bench)
+    names = [s.name for s in result.systems]
+    assert names[0] == "last-turn" and "rewrite-ref" in names  # the baseline is always run
+    summary = summarise(result)
+    first = summary["systems"][0]
+    assert first["overall"]["n"] == 6 and set(first["by_depth"]) == {"1", "2", "3-4"}
+    assert summary["tuning"]["interp-N-N"]["best"].startswith("interp-0.3-")
+    text = markdown(summary)
+    assert "rewrite-ref (reference)" in text and "MRR@10 by turn depth" in text
+    paths = write_report(summary, tmp_path / "out")
+    assert json.loads(paths["json"].read_text())["meta"]["n_evaluated"] == 6
+    assert paths["plot"].stat().st_size > 0
+
+
+def test_cli_runs_on_a_neutral_dataset(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    tasks = _tasks()
+    write_kb(_kb(), tmp_path / "bench" / "kb.jsonl")
+    write_tasks(tasks, tmp_path / "bench" / "tasks.jsonl")
+    assert cli_main(["list"]) == 0
+    assert "rewrite-ref" in capsys.readouterr().out
+    with pytest.raises(SystemExit):
+        cli_main(["run", "--bench", str(tmp_path / "nothing"), "--out", str(tmp_path)])
+
+
+# --- end to end with the real model -------------------------------------------------------
+
+
+@pytest.mark.model
+def test_quick_run_end_to_end(tmp_path: Path) -> None:
+    data = default_data()
+    if not (data / "conversations.jsonl").is_file():
+        pytest.skip(f"MTRAG data not found at {data} (set DHRAG_DATA)")
+    out = tmp_path / "results"
+    code = cli_main(["run", "--quick", "--data", str(data), "--cache", str(tmp_path / "cache"),
+                     "--out", str(out), "--no-progress"])
+    assert code == 0
+    summary = json.loads((out / "quick.json").read_text())
+    assert summary["meta"]["n_evaluated"] > 5
+    by_name = {s["name"]: s for s in summary["systems"]}
+    assert {"last-turn", "rewrite-ref"} <= set(by_name)
+    for s in by_name.values():
+        assert 0.0 <= s["overall"]["MRR@10"] <= 1.0
+    assert by_name["last-turn"]["overall"]["MRR@10"] > 0.2  # the retriever finds gold passages
+    assert (out / "quick.md").is_file() and (out / "quick_depth.png").is_file()

@@ -1,0 +1,176 @@
+"""The per-turn pipeline: integration weights, select/record, async twins, real-model run."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from dhrag_core import (
+    DHRAG,
+    Candidate,
+    FaissKnowledgeBase,
+    HashingEmbedder,
+    LightRewriter,
+    MiniLMEmbedder,
+    Passage,
+    Settings,
+    integrate,
+    softmax,
+)
+from dhrag_core.embedding import l2_normalise
+
+KB = [
+    Passage("The Great Wall of China is built of stone, brick, tamped earth and wood.", id="w1",
+            title="Great Wall"),
+    Passage("The Great Wall of China is 21,196 km long across northern China.", id="w2",
+            title="Great Wall"),
+    Passage("Guinea pigs sleep in burrows dug by other animals in the wild.", id="g1",
+            title="Guinea pig"),
+    Passage("Guinea pigs are popular pets and live five to seven years.", id="g2",
+            title="Guinea pig"),
+    Passage("Bonds pay interest as periodic coupons until maturity.", id="b1", title="Bond"),
+    Passage("A long bond has a maturity over ten years.", id="b2", title="Bond"),
+]
+
+
+class TextOnly:
+    """A knowledge base searched by text only, like a framework retriever."""
+
+    def __init__(self, kb: FaissKnowledgeBase) -> None:
+        self.kb = kb
+
+    def search(self, query: str, k: int) -> list[Passage]:
+        return self.kb.search(query, k)
+
+
+@pytest.fixture
+def rag() -> DHRAG:
+    emb = HashingEmbedder()
+    return DHRAG(TextOnly(FaissKnowledgeBase(KB, emb)), embedder=emb)
+
+
+def test_softmax_is_a_distribution() -> None:
+    w = softmax([1.0, 2.0, 3.0])
+    assert w.sum() == pytest.approx(1.0) and list(np.argsort(w)) == [0, 1, 2]
+    assert softmax([1000.0, 1000.0]).tolist() == [0.5, 0.5]
+    assert softmax([]).size == 0
+
+
+def _cands() -> tuple[np.ndarray, list[Candidate]]:
+    q = l2_normalise(np.array([1.0, 0.2, 0, 0]))[0]
+    vecs = l2_normalise(np.array([[1.0, 0.1, 0, 0], [0.8, 0.6, 0, 0], [0, 1.0, 0, 0]]))
+    cands = [Candidate(Passage("a", id="a"), vecs[0], "kb"),
+             Candidate(Passage("b", id="b"), vecs[1], "kb"),
+             Candidate(Passage("a", id="a"), vecs[0], "history")]
+    return q, cands
+
+
+def test_integration_ranks_deduplicates_and_weights() -> None:
+    q, cands = _cands()
+    items = integrate(q, cands, 10, temperature=0.1)
+    assert [i.passage.id for i in items] == ["a", "b"], "duplicate 'a' kept once"
+    assert sum(i.weight for i in items) == pytest.approx(1.0)
+    assert items[0].weight > items[1].weight
+    identity = integrate(q, cands, 10, matrix=np.eye(4), temperature=0.1)
+    assert [round(i.weight, 6) for i in identity] == [round(i.weight, 6) for i in items]
+
+
+def test_integration_matrix_changes_the_ranking() -> None:
+    q, cands = _cands()
+    w = np.diag([0.0, 1.0, 1.0, 1.0])  # ignore the first dimension
+    items = integrate(q, cands, 10, matrix=w, temperature=0.1)
+    assert items[0].passage.id == "b"
+
+
+def test_select_then_record_updates_history_and_traces(rag: DHRAG) -> None:
+    s1 = rag.select("u", "What is the Great Wall of China built of?")
+    assert s1.history == () and s1.rewritten_query == s1.query
+    assert s1.context[0].passage.id == "w1" and s1.context[0].source == "kb"
+    r = rag.record("u", s1.query, "Stone, brick and earth.", selection=s1)
+    assert [p.id for p in r.turn.passages] == [p.id for p in s1.passages]
+    s2 = rag.select("u", "How long is it?")
+    assert s2.history and s2.history[0].turn.query == s1.query
+    assert "wall" in s2.rewritten_query.lower() and s2.rewritten_query.startswith("How long")
+    assert s2.context[0].passage.id == "w2", "the follow-up is completed from history"
+    assert s2.context[0].source == "kb" and s2.history[0].via
+    trace = s2.trace()
+    assert json.dumps(trace) and {"source", "id", "weight"} <= set(trace[0])
+
+
+def test_without_history_the_follow_up_misses(rag: DHRAG) -> None:
+    raw = DHRAG(rag.knowledge, embedder=rag.history.embedder,
+                settings=Settings(use_rewrite=False))
+    s1 = raw.select("u", "What is the Great Wall of China built of?")
+    raw.record("u", s1.query, "Stone, brick and earth.", selection=s1)
+    assert raw.select("u", "How long is it?").context[0].passage.id == "b2"
+
+
+def test_sessions_do_not_mix_and_reset_forgets(rag: DHRAG) -> None:
+    s = rag.select("a", "guinea pigs in the wild")
+    rag.record("a", s.query, "In burrows.", selection=s)
+    assert rag.select("b", "How long is it?").history == ()
+    with pytest.raises(ValueError, match="selection belongs"):
+        rag.record("b", s.query, "x", selection=s)
+    rag.reset("a")
+    assert rag.history.size("a") == 0
+
+
+def test_bad_arguments(rag: DHRAG) -> None:
+    with pytest.raises(ValueError, match="query"):
+        rag.select("u", "   ")
+    with pytest.raises(ValueError, match="k must be"):
+        rag.select("u", "ok", k=0)
+    with pytest.raises(TypeError, match="knowledge"):
+        DHRAG(object(), embedder=HashingEmbedder())  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match="integration_matrix"):
+        DHRAG(rag.knowledge, embedder=HashingEmbedder(), integration_matrix=np.eye(3))
+
+
+async def test_async_twins_run_concurrently_without_mixing(rag: DHRAG) -> None:
+    async def converse(user: str, first: str) -> tuple[str, str]:
+        s = await rag.aselect(user, first)
+        await rag.arecord(user, first, "ok", selection=s)
+        s2 = await rag.aselect(user, "tell me more")
+        return user, s2.history[0].turn.query
+
+    results = await asyncio.gather(*(
+        converse(f"user{i}", q) for i, q in
+        enumerate(["guinea pigs as pets", "great wall length", "bond coupons"] * 3)
+    ))
+    for user, seen in results:
+        assert seen == ["guinea pigs as pets", "great wall length", "bond coupons"][
+            int(user[4:]) % 3]
+
+
+def test_light_rewriter_keeps_the_query_and_adds_missing_terms(rag: DHRAG) -> None:
+    s = rag.select("u", "Great Wall of China materials")
+    rag.record("u", s.query, "Stone and brick.", selection=s)
+    hist = rag.select("u", "how long is it").history
+    rw = LightRewriter(max_terms=3).rewrite("how long is it", hist)
+    assert rw.text.startswith("how long is it") and 0 < len(rw.added) <= 3
+    assert all(w not in ("how", "long") for w in rw.added)
+
+
+@pytest.mark.model
+def test_real_conversation_topic_switch_and_return_selects_the_right_turns() -> None:
+    data = json.loads((Path(__file__).parent / "fixtures" / "mtrag_two_topics.json").read_text())
+    emb = MiniLMEmbedder()
+    kb = FaissKnowledgeBase([Passage(t["answer"], id=f"{k}{i}") for k in ("great_wall",
+                             "berlin_wall") for i, t in enumerate(data[k])], emb)
+    rag = DHRAG(kb, embedder=emb)
+    ids: dict[str, list[str]] = {"great_wall": [], "berlin_wall": []}
+    for topic, turns in (("great_wall", data["great_wall"][:2]),
+                         ("berlin_wall", data["berlin_wall"][:3])):
+        for t in turns:
+            sel = rag.select("u", t["question"])
+            ids[topic].append(rag.record("u", t["question"], t["answer"],
+                                         selection=sel).turn.turn_id)
+    back = rag.select("u", "Going back to the Great Wall of China: who was the enemy?")
+    assert back.history[0].turn.turn_id in ids["great_wall"]
+    # and an elliptical follow-up right after the switch stays on the new topic
+    follow = rag.select("u", "How did people try to escape?")
+    assert follow.history[0].turn.turn_id in ids["berlin_wall"]

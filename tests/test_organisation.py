@@ -1,0 +1,186 @@
+"""The DH-RAG organisation: topic clusters, chains, summary nodes, hierarchical matching."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from dhrag_core import HashingEmbedder, HistoryDatabase, Settings
+from dhrag_core.chains import ChainTracker, chain_length_stats
+from dhrag_core.clustering import TopicClusters, keyword_labels
+from dhrag_core.embedding import l2_normalise
+from dhrag_core.hierarchy import SessionTree
+from tests.conftest import FakeClock
+
+DIM = 32
+
+
+def unit(*components: float) -> np.ndarray:
+    v = np.zeros(DIM, dtype=np.float32)
+    v[: len(components)] = components
+    return l2_normalise(v)[0]
+
+
+def noisy(base: np.ndarray, rng: np.random.Generator, scale: float = 0.15) -> np.ndarray:
+    return l2_normalise(base + scale * rng.standard_normal(DIM))[0]
+
+
+def test_clusters_assign_incrementally_by_threshold() -> None:
+    tc = TopicClusters(DIM, threshold=0.7)
+    vecs = {"a": unit(1, 0.1), "b": unit(1, 0.2), "c": unit(0, 0, 1)}
+    seen: dict[str, np.ndarray] = {}
+    for tid, v in vecs.items():
+        tc.assign(tid, v, seen)
+        seen[tid] = v
+    assert tc.of["a"] == tc.of["b"] != tc.of["c"]
+    assert len(tc) == 2
+    tc.remove("c", vecs["c"])
+    assert len(tc) == 1 and "c" not in tc.of
+
+
+def test_degraded_cluster_is_split_locally_not_refit() -> None:
+    rng = np.random.default_rng(0)
+    tc = TopicClusters(DIM, threshold=0.3, min_quality=0.95, merge_every=10_000)
+    a, b = unit(1), unit(0, 1)
+    seen: dict[str, np.ndarray] = {}
+    changed_total: dict[str, int] = {}
+    for i in range(12):
+        v = noisy(a if i % 2 == 0 else 0.6 * a + 0.8 * b, rng, 0.01)
+        changed_total.update(tc.assign(f"t{i}", v, seen))
+        seen[f"t{i}"] = v
+    # the two directions (cosine 0.6) first share a cluster, whose quality then triggers a split
+    assert len(tc) >= 2
+    groups = {tc.of[f"t{i}"] for i in range(0, 12, 2)}
+    assert len(groups) == 1, "members of one direction stay together after the split"
+    assert all(c.quality >= 0.9 for c in tc.clusters.values())
+
+
+def test_close_clusters_merge_periodically() -> None:
+    tc = TopicClusters(DIM, threshold=0.9, merge_every=3)
+    seen: dict[str, np.ndarray] = {}
+    # two clusters whose centroids converge as members arrive
+    for i, v in enumerate([unit(1, 0.5), unit(1, -0.5), unit(1, 0.05)]):
+        tc.assign(f"t{i}", v, seen)
+        seen[f"t{i}"] = v
+    assert len(tc) == 1 or len({tc.of[t] for t in seen}) < 3
+
+
+def test_keyword_labels_prefer_distinctive_terms() -> None:
+    labels = keyword_labels({
+        0: ["guinea pig diet", "guinea pig cage size"],
+        1: ["bond interest rates", "bond yield and interest"],
+    })
+    assert "guinea" in labels[0] and "pig" in labels[0]
+    assert "bond" in labels[1] and "interest" in labels[1]
+
+
+def test_chains_link_related_turns_and_rejoin_an_earlier_thread() -> None:
+    tracker = ChainTracker(DIM, threshold=0.8)
+    wall, pig = unit(1), unit(0, 1)
+    ids = {}
+    for i, (tid, v) in enumerate([("w1", wall), ("w2", unit(1, 0.2)), ("p1", pig),
+                                  ("p2", unit(0.1, 1)), ("w3", unit(1, 0.1))]):
+        ids[tid] = tracker.link(tid, v, i)
+    assert ids["w1"] == ids["w2"] == ids["w3"], "returning to the wall re-joins its chain"
+    assert ids["p1"] == ids["p2"] != ids["w1"]
+    stats = chain_length_stats(tracker.lengths())
+    assert stats["chains"] == 2 and stats["mean"] == 2.5 and stats["histogram"] == {2: 1, 3: 1}
+
+
+def _tree_with_topics(n_topics: int, per_topic: int, settings: Settings) -> SessionTree:
+    from dataclasses import replace as dc_replace
+
+    from dhrag_core import Turn
+
+    rng = np.random.default_rng(1)
+    centres = [unit(*([0.0] * t + [1.0])) for t in range(n_topics)]
+    tree = SessionTree(DIM, settings)
+    idx = 0
+    for rep in range(per_topic):
+        for t, c in enumerate(centres):
+            v = noisy(c, rng, 0.1)
+            turn = Turn(session_id="s", turn_id=f"{t}-{rep}", index=idx, query="q",
+                        passages=(), response="", timestamp=0.0, query_vector=v,
+                        response_vector=None, passage_vectors=np.zeros((0, DIM), np.float32))
+            cid, chain, _ = tree.insert(turn)
+            dc_replace(turn, cluster_id=cid, chain_id=chain)
+            idx += 1
+    return tree
+
+
+def test_hierarchical_matching_prunes_and_agrees_with_flat_scan() -> None:
+    s = Settings(min_tree_turns=64, tree_clusters=2, tree_summaries=3, tree_turns=5,
+                 cluster_threshold=0.6, chain_threshold=0.6)
+    tree = _tree_with_topics(n_topics=12, per_topic=25, settings=s)
+    assert len(tree) == 300
+    members = [m for c in tree.clusters.clusters.values() for m in c.members]
+    assert sorted(members) == sorted(tree.vectors), "every turn under exactly one cluster"
+    rng = np.random.default_rng(2)
+    for t in range(12):
+        q = noisy(unit(*([0.0] * t + [1.0])), rng, 0.1)
+        tree.comparisons = 0
+        hier = tree.match(q, hierarchical=True)
+        hier_cost = tree.comparisons
+        tree.comparisons = 0
+        flat = tree.match(q, hierarchical=False)
+        assert hier[0].turn_id == flat[0].turn_id
+        assert hier[0].turn_id.startswith(f"{t}-")
+        assert hier_cost < tree.comparisons / 3, (hier_cost, tree.comparisons)
+
+
+def test_small_trees_fall_back_to_flat_scan() -> None:
+    s = Settings(min_tree_turns=64)
+    tree = _tree_with_topics(n_topics=3, per_topic=4, settings=s)
+    tree.comparisons = 0
+    tree.match(unit(1), hierarchical=True)
+    assert tree.comparisons == len(tree) == 12
+
+
+def test_history_persists_cluster_and_chain_ids(tmp_path, clock: FakeClock) -> None:  # type: ignore[no-untyped-def]
+    url = f"sqlite:///{tmp_path / 'h.db'}"
+    emb = HashingEmbedder()
+    db = HistoryDatabase(embedder=emb, store=url, clock=clock)
+    queries = ["guinea pig diet hay", "guinea pig cage hay", "bond interest rates",
+               "bond interest yields"]
+    for q in queries:
+        db.add("s", q, [], "")
+    before = [(t.turn_id, t.cluster_id, t.chain_id) for t in db.turns("s")]
+    assert all(c >= 0 and ch >= 0 for _, c, ch in before)
+    assert before[0][1] == before[1][1] != before[2][1] == before[3][1]
+    sel_before = [s.turn.turn_id for s in db.select("s", "guinea pig hay")]
+    db.close()
+    db2 = HistoryDatabase(embedder=emb, store=url, clock=clock)
+    assert [(t.turn_id, t.cluster_id, t.chain_id) for t in db2.turns("s")] == before
+    assert [s.turn.turn_id for s in db2.select("s", "guinea pig hay")] == sel_before
+    assert db2.stats("s")["clusters"] == 2
+
+
+def test_select_reports_why(clock: FakeClock) -> None:
+    db = HistoryDatabase(embedder=HashingEmbedder(), clock=clock,
+                         settings=Settings(history_turns=3))
+    db.add("s", "What do guinea pigs eat?", ["Guinea pigs eat hay and vegetables."], "Hay.")
+    db.add("s", "How do bonds pay interest?", ["Bonds pay coupons."], "Coupons.")
+    picked = db.select("s", "Which vegetables are good for guinea pigs?")
+    top = picked[0]
+    assert top.turn.query == "What do guinea pigs eat?"
+    assert "hierarchy" in top.via and top.relevance > picked[1].relevance
+    assert "guinea" in top.cluster_label and top.summary and "guinea" in top.summary.lower()
+    assert 0 <= top.recency <= 1 and top.weight == pytest.approx(
+        0.5 * top.relevance + 0.5 * top.recency)
+    assert any("recent" in p.via for p in picked)
+    assert db.select("nobody", "anything") == []
+
+
+@pytest.mark.parametrize("switch", ["use_chains", "use_recency", "use_hierarchy"])
+def test_ablation_switches_change_the_candidates(switch: str, clock: FakeClock) -> None:
+    db = HistoryDatabase(embedder=HashingEmbedder(), clock=clock,
+                         settings=Settings(history_turns=5).with_(**{switch: False}))
+    for q in ["guinea pig diet", "bond interest", "kubernetes pods"]:
+        db.add("s", q, [], "")
+    vias = {v for s in db.select("s", "guinea pig") for v in s.via}
+    if switch == "use_chains":
+        assert "chain" not in vias
+    elif switch == "use_recency":
+        assert "recent" not in vias
+    else:
+        assert "hierarchy" in vias  # flat scan still labelled as the tree's turn layer
