@@ -7,10 +7,13 @@ import logging
 import sys
 import time
 from collections.abc import Sequence
+from typing import TextIO
 
+from dhrag_core.answering import ExtractiveAnswerer
 from dhrag_core.demo import DEMO_TURNS, load_demo_kb
 from dhrag_core.embedding import MiniLMEmbedder
-from dhrag_core.history import HistoryDatabase
+from dhrag_core.engine import DHRAG
+from dhrag_core.records import Selection
 from dhrag_core.settings import Settings
 
 __all__ = ["main"]
@@ -21,33 +24,63 @@ def _short(text: str, width: int = 90) -> str:
     return text if len(text) <= width else text[: width - 1] + "…"
 
 
+def _label(sel: Selection) -> str:
+    p = sel.context[0].passage
+    return _short(f"[{p.title}] {p.text.split(chr(10), 1)[-1]}", 40)
+
+
+def _print_turn(out: TextIO, n: int, sel: Selection, answer: str) -> None:
+    out.write(f"\n[{n}] user: {sel.query}\n")
+    if sel.rewritten_query != sel.query:
+        out.write(f"    reconstructed query: {sel.rewritten_query}\n")
+    if sel.history:
+        out.write("    history selected:\n")
+        for h in sel.history:
+            out.write(
+                f"      turn {h.turn.index + 1} {_short(h.turn.query, 50)!r}  "
+                f"weight={h.weight:.2f} (relevance={h.relevance:.2f} recency={h.recency:.2f})"
+                f"  cluster {h.cluster_id} [{h.cluster_label}]  chain {h.chain_id}"
+                f"  via {'+'.join(h.via)}\n"
+            )
+    else:
+        out.write("    history selected: (none)\n")
+    out.write("    context:\n")
+    for c in sel.context[:3]:
+        out.write(f"      w={c.weight:.2f} {c.source:<7} [{c.passage.title}] "
+                  f"{_short(c.passage.text.split(chr(10), 1)[-1], 70)}\n")
+    out.write(f"    answer (extract, no LLM): {_short(answer, 150)}\n")
+
+
 def run_demo(args: argparse.Namespace) -> int:
     t0 = time.perf_counter()
+    out = sys.stdout
     embedder = MiniLMEmbedder()
     kb = load_demo_kb(embedder)
-    db = HistoryDatabase(embedder=embedder, store=args.store, settings=Settings())
+    rag = DHRAG(kb, embedder=embedder, store=args.store, settings=Settings())
+    raw = DHRAG(kb, embedder=embedder, settings=Settings(use_rewrite=False, history_turns=1))
+    answerer = ExtractiveAnswerer(embedder)
     session = "demo"
-    db.delete_session(session)
-    out = sys.stdout
-    out.write(f"dhrag demo: {len(kb)} Wikipedia passages, all-MiniLM-L6-v2 (offline), "
-              f"history store: {args.store}\n")
-    for turn_no, question in enumerate(DEMO_TURNS, 1):
-        hits = db.search(session, question, k=2)
-        passages = kb.search(question, 3)
-        out.write(f"\n[{turn_no}] user: {question}\n")
-        out.write("    history selected:\n" if hits else "    history selected: (empty)\n")
-        for h in hits:
-            out.write(f"      turn {h.turn.index + 1}: {_short(h.turn.query, 60)!r}  "
-                      f"relevance={h.relevance:.2f} recency={h.recency:.2f} "
-                      f"weight={h.weight:.2f}\n")
-        out.write("    top passages:\n")
-        for p in passages:
-            out.write(f"      {p.score:.2f} [{p.title}] {_short(p.text.split(chr(10), 1)[-1])}\n")
-        answer = passages[0].text.split("\n", 1)[-1].split(" . ")[0] + "." if passages else ""
-        out.write(f"    answer (extractive, no LLM): {_short(answer, 120)}\n")
-        db.add(session, question, passages, answer)
-    out.write(f"\nstored turns: {db.size(session)}; done in {time.perf_counter() - t0:.1f} s\n")
-    db.close()
+    rag.reset(session)
+    out.write(f"dhrag demo: {len(kb)} Wikipedia passages (MTRAG ClapNQ), all-MiniLM-L6-v2 "
+              f"offline, FAISS; history store: {args.store}\n")
+    tops: list[tuple[str, str, str]] = []
+    for n, question in enumerate(DEMO_TURNS, 1):
+        sel = rag.select(session, question)
+        extract = answerer.answer(sel.rewritten_query, sel.passages)
+        answer = extract.text if extract else "(no answer in the context)"
+        _print_turn(out, n, sel, answer)
+        rag.record(session, question, answer, selection=sel)
+        base = raw.select("raw", question)
+        raw.record("raw", question, answer, selection=base)
+        tops.append((question, _label(sel), _label(base)))
+    out.write("\nTop passage per turn, DH-RAG vs the raw question alone (* where they differ):\n")
+    for question, ours, theirs in tops:
+        mark = "  " if ours == theirs else "* "
+        out.write(f"  {mark}{_short(question, 44):<45} dhrag: {ours:<40} raw: {theirs}\n")
+    stats = rag.history.stats(session)
+    out.write(f"\nhistory: {stats['turns']} turns in {stats['clusters']} topic clusters, "
+              f"{stats['chains']['chains']} chains; done in {time.perf_counter() - t0:.1f} s\n")
+    rag.history.close()
     return 0
 
 
@@ -65,6 +98,13 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING)
+    if not args.verbose:
+        try:
+            from transformers.utils import logging as hf_logging
+
+            hf_logging.disable_progress_bar()  # type: ignore[no-untyped-call]
+        except ImportError:  # pragma: no cover - transformers comes with sentence-transformers
+            pass
     return int(args.func(args))
 
 

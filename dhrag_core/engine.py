@@ -87,16 +87,37 @@ class DHRAG:
         check_session_id(session_id)
         cfg = self.settings
         k = cfg.context_k if k is None else self.history._check_k(k)
-        qv = self.history.encode_query(query)
-        history = self.history.select(session_id, qv)
-        rewrite = self._rewrite(query, history)
+        qv, history, rewrite = self._prepare(session_id, query)
         search_vec = self._search_vector(query, qv, rewrite, history)
         kb = self._search_kb(rewrite.text, search_vec)
         return self._integrate(session_id, query, rewrite, qv, search_vec, history, kb, k)
 
     async def aselect(self, session_id: str, query: str, k: int | None = None) -> Selection:
-        """``select`` off the event loop (embedding and FAISS are CPU work)."""
-        return await asyncio.to_thread(self.select, session_id, query, k)
+        """``select`` without blocking the event loop.
+
+        CPU work (embedding, history matching, FAISS) runs in a worker thread; a knowledge
+        base with an ``asearch(query, k)`` coroutine is awaited on the caller's loop.
+        """
+        asearch = getattr(self.knowledge, "asearch", None)
+        if not callable(asearch):
+            return await asyncio.to_thread(self.select, session_id, query, k)
+        check_session_id(session_id)
+        k = self.settings.context_k if k is None else self.history._check_k(k)
+        qv, history, rewrite = await asyncio.to_thread(self._prepare, session_id, query)
+        search_vec = await asyncio.to_thread(
+            self._search_vector, query, qv, rewrite, history
+        )
+        kb = list(await asearch(rewrite.text, self.settings.kb_k))
+        return await asyncio.to_thread(
+            self._integrate, session_id, query, rewrite, qv, search_vec, history, kb, k
+        )
+
+    def _prepare(
+        self, session_id: str, query: str
+    ) -> tuple[Vector, list[SelectedTurn], Rewrite]:
+        qv = self.history.encode_query(query)
+        history = self.history.select(session_id, qv)
+        return qv, history, self._rewrite(query, history)
 
     def _rewrite(self, query: str, history: Sequence[SelectedTurn]) -> Rewrite:
         if not self.settings.use_rewrite or not history:

@@ -9,7 +9,7 @@ passage (cosine of answer and passage); ``w = softmax(logits)``. ``W`` starts as
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 import numpy.typing as npt
@@ -84,8 +84,9 @@ def integrate(
     for o in order:
         i = int(keep[o])
         c = candidates[i]
+        passage = c.passage if c.passage.vector is not None else replace(c.passage, vector=c.vector)
         out.append(ContextItem(
-            passage=c.passage, source=c.source, score=float(logits[i]), weight=float(weights[o]),
+            passage=passage, source=c.source, score=float(logits[i]), weight=float(weights[o]),
             similarity=float(sims[i]), turn=c.selected.turn if c.selected else None,
             selected=c.selected,
         ))

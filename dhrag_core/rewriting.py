@@ -19,7 +19,7 @@ from dhrag_core.embedding import l2_normalise, tokens
 from dhrag_core.hierarchy import topic_vector
 from dhrag_core.records import SelectedTurn, Vector
 
-__all__ = ["LightRewriter", "QueryRewriter", "Rewrite", "expand_vector"]
+__all__ = ["LightRewriter", "QueryRewriter", "Rewrite", "expand_vector", "is_incomplete"]
 
 
 @dataclass(frozen=True)
@@ -45,20 +45,42 @@ def names(text: str) -> set[str]:
     return {t for m in _NAME.findall(text.strip()) for t in tokens(m)}
 
 
+_REFERRING = frozenset(
+    {
+        "it", "its", "it's", "itself", "they", "them", "their", "theirs", "this", "that",
+        "these", "those", "he", "him", "his", "she", "her", "one", "ones", "there", "then",
+        "such", "same", "other", "former", "latter",
+    }
+)
+
+
+def is_incomplete(query: str, max_content_words: int = 2) -> bool:
+    """Whether a query leans on the conversation: a referring word ("it", "they", "that",
+    "one"...) or almost no content words ("and the second?", "why?")."""
+    words = re.findall(r"[a-z']+", query.lower())
+    return bool(_REFERRING.intersection(words)) or len(tokens(query)) <= max_content_words
+
+
 class LightRewriter:
     """Appends the history's salient words that the query lacks (no LLM, deterministic).
 
     Words are weighted by the history weight of the turn they come from; the turn's query
-    counts fully, its response at ``response_weight``. When the selected turns name things
+    counts fully, its response at ``response_weight``. With ``gate``, only incomplete queries
+    (``is_incomplete``) are rewritten. When the selected turns name things
     (capitalised words inside a sentence), only those names are added -- "How long is it?"
     becomes "How long is it? (great wall china)" -- else the best content words.
     """
 
-    def __init__(self, max_terms: int = 6, response_weight: float = 0.5) -> None:
+    def __init__(
+        self, max_terms: int = 6, response_weight: float = 0.5, gate: bool = True
+    ) -> None:
         self.max_terms = max_terms
         self.response_weight = response_weight
+        self.gate = gate
 
     def rewrite(self, query: str, history: Sequence[SelectedTurn]) -> Rewrite:
+        if self.gate and not is_incomplete(query):
+            return Rewrite(query)  # self-contained: completing it would only add noise
         present = set(tokens(query))
         score: dict[str, float] = defaultdict(float)
         named: set[str] = set()

@@ -1,0 +1,230 @@
+"""``DHRAGRetriever``: a LangChain retriever with DH-RAG conversational memory."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from langchain_core.callbacks import (
+    AsyncCallbackManagerForRetrieverRun,
+    CallbackManagerForRetrieverRun,
+)
+from langchain_core.documents import Document
+from langchain_core.retrievers import BaseRetriever
+from langchain_core.runnables import RunnableConfig, ensure_config
+from langchain_core.vectorstores import VectorStore
+from pydantic import Field
+
+from dhrag_core import DHRAG, AddResult, Selection, Settings
+from dhrag_core.store import HistoryStore
+from langchain_dhrag._context import (
+    arecord_turn,
+    aselect,
+    caller_context,
+    pending_for,
+    record_turn,
+    session_from_config,
+)
+from langchain_dhrag.bridges import (
+    DHRAGEmbeddings,
+    as_embedder,
+    as_knowledge_base,
+    as_rewriter,
+    source_embeddings,
+)
+from langchain_dhrag.documents import documents_to_passages, selection_to_documents
+
+__all__ = ["DHRAGRetriever"]
+
+DEFAULT_SESSION = "default"
+
+
+class DHRAGRetriever(BaseRetriever):
+    """Retrieval with DH-RAG memory: the session's history reconstructs the query and joins
+    the knowledge base's passages in one weighted context.
+
+    For each query it selects the relevant earlier turns of the session (topic clusters,
+    summaries, chains, recency), rewrites the query, searches the knowledge base, and returns
+    the ``k`` best passages of the knowledge base *and* of the selected turns, best first.
+    Every document carries ``metadata["dhrag"]``: ``source`` (``"kb"``/``"history"``),
+    ``weight``, ``similarity``, ``rank``, ``rewritten_query``, ``session_id`` and, for history
+    items, ``turn``, ``cluster``, ``cluster_label``, ``chain``, ``via``.
+
+    **Session.** Per call: ``config={"configurable": {"session_id": "..."}}`` (the key
+    ``RunnableWithMessageHistory`` uses; LangGraph's ``thread_id`` is accepted too), or the
+    keyword ``session_id=`` of ``invoke``; otherwise the ``session_id`` field.
+
+    **Recording.** Retrieval never writes history: a retriever does not see the answer.
+    After the answer, call ``record(session_id, query, answer)`` -- it stores the turn with
+    the passages this retriever returned for that query -- or let a ``DHRAGMemory``,
+    ``DHRAGChatMessageHistory`` or ``DHRAGMiddleware`` over the same engine record it.
+
+    Args:
+        engine: The ``DHRAG`` engine (knowledge base, history database, settings).
+        k: Documents returned per query (``invoke(..., k=n)`` overrides it).
+        session_id: Session used when a call names none.
+
+    Example:
+        ```python
+        retriever = DHRAGRetriever.from_knowledge(vector_store, k=4)
+        cfg = {"configurable": {"session_id": "alice"}}
+        docs = retriever.invoke("What is the Great Wall built of?", config=cfg)
+        retriever.record("alice", "What is the Great Wall built of?", answer)
+        docs = retriever.invoke("How long is it?", config=cfg)
+        docs[0].metadata["dhrag"]["rewritten_query"]  # 'How long is it? (great wall ...)'
+        ```
+    """
+
+    engine: DHRAG
+    k: int = Field(default=4, ge=1, strict=True)
+    session_id: str = Field(default=DEFAULT_SESSION, min_length=1, max_length=256)
+
+    @classmethod
+    def from_knowledge(
+        cls,
+        knowledge: Any,
+        *,
+        embedder: Any = None,
+        store: HistoryStore | str | None = None,
+        settings: Settings | None = None,
+        rewriter: Any = None,
+        **fields: Any,
+    ) -> DHRAGRetriever:
+        """A retriever over a new engine.
+
+        Args:
+            knowledge: A LangChain ``BaseRetriever`` or ``VectorStore``, or a dhrag
+                ``KnowledgeBase`` such as ``FaissKnowledgeBase``.
+            embedder: dhrag ``Embedder`` or LangChain ``Embeddings`` for queries and history
+                (default: the embedder of the vector store's ``DHRAGEmbeddings`` if it has
+                one, else offline MiniLM, loaded on first use).
+            store: History store or URL (``"memory"``, ``"sqlite:///history.db"``).
+            settings: DH-RAG settings (``Settings(kb_k=...)`` sets how many passages are
+                fetched from ``knowledge`` per query).
+            rewriter: dhrag ``QueryRewriter`` or a chat model (``ChatModelRewriter``).
+            **fields: ``k``, ``session_id`` and other retriever fields.
+        """
+        emb = as_embedder(embedder)
+        if emb is None and isinstance(knowledge, (BaseRetriever, VectorStore)):
+            own = source_embeddings(knowledge)
+            if isinstance(own, DHRAGEmbeddings):
+                emb = own.embedder
+        engine = DHRAG(as_knowledge_base(knowledge, emb), embedder=emb, store=store,
+                       settings=settings, rewriter=as_rewriter(rewriter))
+        return cls(engine=engine, **fields)
+
+    # -- session plumbing -------------------------------------------------------------------
+
+    def invoke(
+        self, input: str, config: RunnableConfig | None = None, **kwargs: Any
+    ) -> list[Document]:
+        """The ``k`` best documents for ``input`` in the call's session (nothing is stored).
+
+        Args:
+            input: The user's question, as asked (elliptical follow-ups included).
+            config: Runnable config; ``config["configurable"]["session_id"]`` names the session.
+            **kwargs: ``k`` and ``session_id`` override the fields for this call.
+        """
+        config = ensure_config(config)
+        if kwargs.get("session_id") is None:
+            kwargs["session_id"] = session_from_config(config, self.session_id)
+        return super().invoke(input, config, **kwargs)
+
+    async def ainvoke(
+        self, input: str, config: RunnableConfig | None = None, **kwargs: Any
+    ) -> list[Document]:
+        """``invoke`` for async code; the knowledge source's own async search is used."""
+        config = ensure_config(config)
+        if kwargs.get("session_id") is None:
+            kwargs["session_id"] = session_from_config(config, self.session_id)
+        return await super().ainvoke(input, config, **kwargs)
+
+    def _call_args(
+        self, k: int | None, session_id: str | None, extra: dict[str, Any]
+    ) -> tuple[str, int]:
+        extra.pop("verbose", None)
+        if extra:
+            raise TypeError(
+                f"unexpected keyword argument(s) {sorted(extra)}; DHRAGRetriever accepts k "
+                "and session_id"
+            )
+        k = self.k if k is None else k
+        if isinstance(k, bool) or not isinstance(k, int):
+            raise TypeError(f"k must be an int >= 1, got {type(k).__name__}")
+        if k < 1:
+            raise ValueError(f"k must be >= 1, got {k}")
+        return (self.session_id if session_id is None else session_id), k
+
+    # -- retrieval --------------------------------------------------------------------------
+
+    def _get_relevant_documents(
+        self,
+        query: str,
+        *,
+        run_manager: CallbackManagerForRetrieverRun,
+        k: int | None = None,
+        session_id: str | None = None,
+        **kwargs: Any,
+    ) -> list[Document]:
+        sid, k = self._call_args(k, session_id, kwargs)
+        with caller_context(run_manager.get_child()):
+            sel = self.engine.select(sid, query, k)
+        return self._documents(sel)
+
+    async def _aget_relevant_documents(
+        self,
+        query: str,
+        *,
+        run_manager: AsyncCallbackManagerForRetrieverRun,
+        k: int | None = None,
+        session_id: str | None = None,
+        **kwargs: Any,
+    ) -> list[Document]:
+        sid, k = self._call_args(k, session_id, kwargs)
+        sel = await aselect(self.engine, sid, query, k, run_manager.get_child())
+        return self._documents(sel)
+
+    def _documents(self, selection: Selection) -> list[Document]:
+        pending_for(self.engine).put(selection)
+        return selection_to_documents(selection)
+
+    # -- after the answer -------------------------------------------------------------------
+
+    def record(
+        self,
+        session_id: str,
+        query: str,
+        answer: str,
+        *,
+        documents: Sequence[Document | str] | None = None,
+    ) -> AddResult:
+        """Store one turn (query, passages shown, answer) in the session's history.
+
+        The passages are ``documents`` when given, else those this retriever (or another
+        component on the same engine) returned for ``query`` in this session -- the latest
+        retrieval, if it was for this query; else none.
+
+        Example:
+            ```python
+            retriever.record("alice", "How long is it?", "About 21,196 km.")
+            ```
+        """
+        passages = None if documents is None else documents_to_passages(documents, "documents")
+        return record_turn(self.engine, session_id, query, answer, passages=passages)
+
+    async def arecord(
+        self,
+        session_id: str,
+        query: str,
+        answer: str,
+        *,
+        documents: Sequence[Document | str] | None = None,
+    ) -> AddResult:
+        """``record`` off the event loop."""
+        passages = None if documents is None else documents_to_passages(documents, "documents")
+        return await arecord_turn(self.engine, session_id, query, answer, passages=passages)
+
+    def reset(self, session_id: str) -> None:
+        """Forget one session's history."""
+        pending_for(self.engine).discard(session_id)
+        self.engine.reset(session_id)

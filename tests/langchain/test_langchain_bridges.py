@@ -1,0 +1,296 @@
+"""Bridges: LangChain embeddings <-> dhrag embedders, chat model -> rewriter, retriever or
+vector store -> knowledge base."""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+import numpy as np
+import pytest
+from langchain_core.documents import Document
+from langchain_core.embeddings import Embeddings
+from langchain_core.language_models import FakeListChatModel, GenericFakeChatModel
+from langchain_core.messages import AIMessage
+from langchain_core.runnables import RunnableLambda
+from langchain_core.vectorstores import InMemoryVectorStore
+from lc_support import (
+    FOLLOW_UP,
+    PIG_A,
+    PIG_Q,
+    WALL_A,
+    WALL_Q,
+    HashEmbeddings,
+    ListRetriever,
+    RaisingChatModel,
+    hash_engine,
+)
+
+from dhrag_core import (
+    DHRAG,
+    Embedder,
+    HashingEmbedder,
+    KnowledgeBase,
+    LightRewriter,
+    QueryRewriter,
+    Rewrite,
+    SelectedTurn,
+)
+from langchain_dhrag import (
+    ChatModelRewriter,
+    DHRAGEmbeddings,
+    DHRAGRetriever,
+    LangChainEmbedder,
+    LangChainKnowledgeBase,
+)
+from langchain_dhrag.bridges import clean_rewrite
+
+# -- embeddings ----------------------------------------------------------------------------
+
+
+def test_langchain_embedder_is_a_dhrag_embedder() -> None:
+    lc = HashEmbeddings(64)
+    emb = LangChainEmbedder(lc)
+    assert lc.calls == []  # nothing embedded before first use
+    assert emb.dimension == 64
+    assert len(lc.calls) == 1  # one probe text
+    assert emb.dimension == 64 and len(lc.calls) == 1  # once
+    assert isinstance(emb, Embedder)
+
+    m = emb.encode(["the great wall of china", "great wall china length", "guinea pig food"])
+    assert m.dtype == np.float32 and m.shape == (3, 64)
+    np.testing.assert_allclose(np.linalg.norm(m, axis=1), 1.0, rtol=1e-5)
+    assert m[0] @ m[1] > m[0] @ m[2]  # related texts stay related
+    np.testing.assert_allclose(m, HashingEmbedder(64).encode(
+        ["the great wall of china", "great wall china length", "guinea pig food"]), atol=1e-6)
+    assert emb.encode([]).shape == (0, 64)
+
+
+def test_given_dimension_needs_no_probe(store: InMemoryVectorStore) -> None:
+    lc = HashEmbeddings(32)
+    emb = LangChainEmbedder(lc, dimension=32)
+    DHRAGRetriever.from_knowledge(store, embedder=emb)
+    assert emb.dimension == 32
+    assert lc.calls == []
+
+
+def test_round_trip_both_directions() -> None:
+    inner = HashingEmbedder(48)
+    there_and_back = LangChainEmbedder(DHRAGEmbeddings(inner))
+    texts = ["Berlin Wall", "guinea pigs"]
+    np.testing.assert_allclose(there_and_back.encode(texts), inner.encode(texts), atol=1e-6)
+
+    lc = DHRAGEmbeddings(LangChainEmbedder(HashEmbeddings(48)))
+    assert isinstance(lc, Embeddings)
+    vecs = lc.embed_documents(texts)
+    assert len(vecs) == 2 and len(vecs[0]) == 48 and isinstance(vecs[0][0], float)
+    np.testing.assert_allclose(lc.embed_query("Berlin Wall"), vecs[0], atol=1e-6)
+    assert lc.embed_documents([]) == []
+
+
+def test_dhrag_embeddings_in_a_vector_store_and_its_cache() -> None:
+    counted = LangChainEmbedder(HashEmbeddings(128))
+    emb = DHRAGEmbeddings(counted, cache_size=2)
+    store = InMemoryVectorStore(emb)
+    store.add_texts(["The Great Wall is made of stone.", "Guinea pigs eat hay."])
+    calls = len(counted.embeddings.calls)  # type: ignore[attr-defined]
+
+    assert store.similarity_search("What do guinea pigs eat?", k=1)[0].page_content == (
+        "Guinea pigs eat hay.")
+    emb.encode(["Guinea pigs eat hay."])  # cached: no new call
+    assert len(counted.embeddings.calls) == calls + 1  # type: ignore[attr-defined]
+    emb.encode(["a", "b", "c"])  # evicts beyond cache_size
+    emb.encode(["Guinea pigs eat hay."])
+    assert len(counted.embeddings.calls) == calls + 3  # type: ignore[attr-defined]
+
+
+class _BadShape(Embeddings):
+    def embed_documents(self, texts: list[str]) -> list[list[float]]:
+        return [[1.0, 0.0]]  # one row whatever the input
+
+    def embed_query(self, text: str) -> list[float]:
+        return [1.0, 0.0]
+
+
+class _NaN(_BadShape):
+    def embed_documents(self, texts: list[str]) -> list[list[float]]:
+        return [[float("nan"), 0.0] for _ in texts]
+
+
+def test_embedding_errors() -> None:
+    with pytest.raises(TypeError, match="embeddings must be a LangChain Embeddings"):
+        LangChainEmbedder(HashingEmbedder())  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match="dimension"):
+        LangChainEmbedder(HashEmbeddings(), dimension=0)
+    with pytest.raises(ValueError, match="shape"):
+        LangChainEmbedder(_BadShape()).encode(["a", "b"])
+    with pytest.raises(ValueError, match="non-finite"):
+        LangChainEmbedder(_NaN()).encode(["a"])
+    with pytest.raises(TypeError, match="not one str"):
+        LangChainEmbedder(HashEmbeddings()).encode("a wall")
+    with pytest.raises(TypeError, match=r"texts\[1\]"):
+        DHRAGEmbeddings(HashingEmbedder()).embed_documents(["a", 2])  # type: ignore[list-item]
+    with pytest.raises(TypeError, match="embedder must have"):
+        DHRAGEmbeddings(HashEmbeddings())  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match="cache_size"):
+        DHRAGEmbeddings(HashingEmbedder(), cache_size=-1)
+
+
+def test_langchain_embeddings_drive_a_whole_engine(store: InMemoryVectorStore) -> None:
+    retriever = DHRAGRetriever.from_knowledge(store, embedder=HashEmbeddings(), k=3)
+    assert isinstance(retriever.engine.history.embedder, LangChainEmbedder)
+    retriever.invoke(WALL_Q)
+    retriever.record("default", WALL_Q, WALL_A)
+    assert all("Great Wall" in d.metadata["title"] for d in retriever.invoke(FOLLOW_UP))
+
+
+# -- rewriter ------------------------------------------------------------------------------
+
+
+def _history(engine: DHRAG, query: str) -> list[SelectedTurn]:
+    return list(engine.select("alice", query).history)
+
+
+@pytest.fixture
+def talked(engine: DHRAG) -> DHRAG:
+    engine.record("alice", WALL_Q, WALL_A)
+    return engine
+
+
+def test_rewriter_prompt_holds_user_and_assistant_turns(talked: DHRAG) -> None:
+    model = GenericFakeChatModel(messages=iter([AIMessage("How long is the Great Wall?")]))
+    seen: list[Any] = []
+    spy = RunnableLambda(lambda msgs: seen.append(msgs) or msgs) | model
+    rewriter = ChatModelRewriter(spy)
+    assert isinstance(rewriter, QueryRewriter)
+
+    out = rewriter.rewrite(FOLLOW_UP, _history(talked, FOLLOW_UP))
+
+    assert out == Rewrite("How long is the Great Wall?")
+    prompt = "\n".join(m.text for m in seen[0])
+    assert f"User: {WALL_Q}" in prompt
+    assert f"Assistant: {WALL_A}" in prompt
+    assert FOLLOW_UP in prompt
+
+
+@pytest.mark.parametrize(
+    ("answer", "expected"),
+    [
+        ("Standalone question: How long is the Great Wall?", "How long is the Great Wall?"),
+        ('"How long is the Great Wall?"', "How long is the Great Wall?"),
+        ("**Rewritten question:** 'How long is the Great Wall?'", "How long is the Great Wall?"),
+        ("\n\nQuestion: How long is it, the wall?\nBecause the user asked...",
+         "How long is it, the wall?"),
+        ("\u201cHow long is the Great Wall?\u201d", "How long is the Great Wall?"),
+        ("How long is the Great Wall?", "How long is the Great Wall?"),
+    ],
+)
+def test_rewriter_strips_prefixes_and_quotes(answer: str, expected: str) -> None:
+    assert clean_rewrite(answer) == expected
+    rw = ChatModelRewriter(FakeListChatModel(responses=[answer]))
+    assert rw.rewrite(FOLLOW_UP, []).text == expected
+
+
+def test_rewriter_falls_back_when_the_model_fails(
+    talked: DHRAG, caplog: pytest.LogCaptureFixture
+) -> None:
+    history = _history(talked, FOLLOW_UP)
+    expected = LightRewriter().rewrite(FOLLOW_UP, history)
+    assert expected.text != FOLLOW_UP
+
+    with caplog.at_level(logging.WARNING, logger="langchain_dhrag.bridges"):
+        assert ChatModelRewriter(RaisingChatModel()).rewrite(FOLLOW_UP, history) == expected
+    assert "provider down" in caplog.text
+    empty = ChatModelRewriter(FakeListChatModel(responses=["Standalone question:  "]))
+    assert empty.rewrite(FOLLOW_UP, history) == expected
+    rambling = ChatModelRewriter(FakeListChatModel(responses=["x" * 50]), max_output_chars=10)
+    assert rambling.rewrite(FOLLOW_UP, history) == expected
+    not_text = ChatModelRewriter(RunnableLambda(lambda _: 42))
+    assert not_text.rewrite(FOLLOW_UP, history) == expected
+
+
+def test_rewriter_in_the_engine_sets_the_rewritten_query(store: InMemoryVectorStore) -> None:
+    model = FakeListChatModel(responses=["How long is the Great Wall of China?"])
+    retriever = DHRAGRetriever.from_knowledge(store, embedder=HashingEmbedder(),
+                                              rewriter=model, k=3)
+    assert isinstance(retriever.engine.rewriter, ChatModelRewriter)
+    retriever.record("alice", WALL_Q, WALL_A)
+    docs = retriever.invoke(FOLLOW_UP, session_id="alice")
+    assert docs[0].metadata["dhrag"]["rewritten_query"] == "How long is the Great Wall of China?"
+    # no history: the engine does not call the rewriter at all
+    assert retriever.invoke(FOLLOW_UP, session_id="bob")[0].metadata["dhrag"][
+        "rewritten_query"] == FOLLOW_UP
+
+
+def test_rewriter_errors() -> None:
+    with pytest.raises(TypeError, match="model must be"):
+        ChatModelRewriter("gpt")  # type: ignore[arg-type]
+    with pytest.raises(TypeError, match="fallback"):
+        ChatModelRewriter(FakeListChatModel(responses=["x"]), fallback="light")  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match="max_output_chars"):
+        ChatModelRewriter(FakeListChatModel(responses=["x"]), max_output_chars=0)
+    with pytest.raises(TypeError, match="rewriter must be"):
+        DHRAGRetriever.from_knowledge(InMemoryVectorStore(HashEmbeddings()),
+                                      embedder=HashingEmbedder(), rewriter="llm")
+
+
+# -- knowledge base ------------------------------------------------------------------------
+
+
+def test_vector_store_as_knowledge_base(store: InMemoryVectorStore) -> None:
+    kb = LangChainKnowledgeBase(store)
+    assert isinstance(kb, KnowledgeBase)
+    hits = kb.search(WALL_Q, k=3)
+    assert len(hits) == 3
+    assert all(h.id and h.title and h.score is not None for h in hits)
+    assert [h.score for h in hits] == sorted((h.score or 0.0 for h in hits), reverse=True)
+    assert "Great Wall" in hits[0].title
+    assert hits[0].vector is None  # other embeddings than the engine's: the engine encodes
+
+
+def test_vector_store_filter_and_retrievers(store: InMemoryVectorStore) -> None:
+    only_pigs = LangChainKnowledgeBase(
+        store, search_kwargs={"filter": lambda d: d.metadata["title"] == "Guinea pig"})
+    assert {h.title for h in only_pigs.search(WALL_Q, k=5)} == {"Guinea pig"}
+
+    vsr = LangChainKnowledgeBase(store.as_retriever(search_kwargs={"k": 1}))
+    assert len(vsr.search(PIG_Q, k=4)) == 4  # k reaches the VectorStoreRetriever
+
+    docs = [Document(str(i), id=str(i)) for i in range(6)]
+    assert [p.id for p in LangChainKnowledgeBase(ListRetriever(docs=docs)).search("q", 2)] == [
+        "0", "1"]
+
+
+async def test_async_knowledge_base_search(store: InMemoryVectorStore) -> None:
+    kb = LangChainKnowledgeBase(store)
+    hits = await kb.asearch(PIG_Q, k=2)
+    assert [h.id for h in hits] == [h.id for h in kb.search(PIG_Q, k=2)]
+
+
+def test_knowledge_base_errors(store: InMemoryVectorStore) -> None:
+    with pytest.raises(TypeError, match="source must be"):
+        LangChainKnowledgeBase(["text"])  # type: ignore[arg-type]
+    with pytest.raises(TypeError, match="search_kwargs"):
+        LangChainKnowledgeBase(store, search_kwargs=[("k", 1)])  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match="k must be >= 1"):
+        LangChainKnowledgeBase(store).search("q", 0)
+    with pytest.raises(TypeError, match="k must be an int"):
+        LangChainKnowledgeBase(store).search("q", 2.0)  # type: ignore[arg-type]
+
+
+def test_unserialisable_metadata_is_stored_as_text(tmp_path: Any) -> None:
+    emb = HashingEmbedder()
+    store = InMemoryVectorStore(DHRAGEmbeddings(emb))
+    store.add_documents([Document("The wall is long.", id="w", metadata={"obj": object()})])
+    retriever = DHRAGRetriever.from_knowledge(store, store=f"sqlite:///{tmp_path / 'h.db'}")
+    retriever.invoke("wall")
+    retriever.record("default", "wall", "It is long.")
+    (turn,) = retriever.engine.history.turns("default")
+    assert isinstance(turn.passages[0].metadata["obj"], str)
+
+
+def test_hash_engine_helper_matches_a_user_setup() -> None:
+    # guard for the fixtures: a PIG question finds guinea-pig passages in the demo store
+    engine = hash_engine()
+    assert engine.select("x", PIG_Q).context[0].passage.title == "Guinea pig"
+    assert PIG_A

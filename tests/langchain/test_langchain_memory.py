@@ -1,0 +1,243 @@
+"""DHRAGMemory (classic memory) and DHRAGChatMessageHistory (RunnableWithMessageHistory)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from langchain_core.chat_history import BaseChatMessageHistory
+from langchain_core.documents import Document
+from langchain_core.language_models import FakeListChatModel
+from langchain_core.messages import AIMessage, HumanMessage, SystemMessage
+from langchain_core.output_parsers import StrOutputParser
+from langchain_core.prompts import ChatPromptTemplate, MessagesPlaceholder
+from langchain_core.runnables import RunnablePassthrough
+from langchain_core.runnables.history import RunnableWithMessageHistory
+from lc_support import FOLLOW_UP, PIG_A, PIG_Q, WALL_A, WALL_Q
+
+from dhrag_core import DHRAG
+from langchain_dhrag import (
+    DHRAGChatMessageHistory,
+    DHRAGMemory,
+    DHRAGRetriever,
+    format_documents,
+)
+
+TOPICS = [
+    (WALL_Q, WALL_A),
+    (PIG_Q, PIG_A),
+    ("What do guinea pigs eat?", "Hay, fresh vegetables and vitamin C pellets."),
+    ("When did the Berlin Wall come down?", "On 9 November 1989."),
+    ("How old do guinea pigs get?", "Usually four to eight years."),
+]
+
+
+def fill(memory: DHRAGMemory, turns: list[tuple[str, str]] = TOPICS) -> None:
+    for q, a in turns:
+        memory.load_memory_variables({"input": q})
+        memory.save_context({"input": q}, {"output": a})
+
+
+def test_load_returns_the_selected_history_not_the_buffer(engine: DHRAG) -> None:
+    memory = DHRAGMemory(engine=engine, session_id="alice")
+    fill(memory)
+    assert engine.history.size("alice") == len(TOPICS)
+    query = "Who was the Great Wall of China built to keep out?"
+
+    out = memory.load_memory_variables({"input": query})
+
+    assert set(out) == {"history", "rewritten_query"}
+    history = out["history"]
+    selected = engine.select("alice", query).history
+    shown = [q for q, _ in TOPICS if f"Human: {q}\n" in history]
+    assert sorted(shown) == sorted(s.turn.query for s in selected)
+    assert 0 < len(shown) < len(TOPICS)  # the selection, not the whole buffer
+    assert f"Human: {WALL_Q}\nAI: {WALL_A}" in history  # the turn this query returns to
+    # oldest first, whatever the selection order
+    assert [history.index(q) for q in shown] == sorted(history.index(q) for q in shown)
+    assert out["rewritten_query"].startswith(query)
+
+
+def test_elliptical_input_gets_a_rewritten_query(engine: DHRAG) -> None:
+    memory = DHRAGMemory(engine=engine)
+    fill(memory, [(WALL_Q, WALL_A)])
+    out = memory.load_memory_variables({"input": FOLLOW_UP})
+    assert out["rewritten_query"] != FOLLOW_UP
+    assert "wall" in out["rewritten_query"].lower()
+
+
+def test_save_stores_input_passages_and_output(engine: DHRAG) -> None:
+    memory = DHRAGMemory(engine=engine, session_id="alice", context_key="context", k=3)
+    loaded = memory.load_memory_variables({"input": WALL_Q})
+    memory.save_context({"input": WALL_Q}, {"output": WALL_A})
+
+    (turn,) = engine.history.turns("alice")
+    assert (turn.query, turn.response) == (WALL_Q, WALL_A)
+    assert len(loaded["context"]) == 3
+    assert [p.id for p in turn.passages] == [d.id for d in loaded["context"]]
+
+
+def test_save_with_passages_key_and_without_a_load(engine: DHRAG) -> None:
+    memory = DHRAGMemory(engine=engine, passages_key="source_documents")
+    memory.save_context(
+        {"question": PIG_Q},
+        {"answer": PIG_A, "source_documents": [Document("Cavies live in burrows.", id="c")]},
+    )
+    memory.save_context({"question": WALL_Q}, {"answer": WALL_A})
+
+    first, second = engine.history.turns("default")
+    assert (first.query, first.response) == (PIG_Q, PIG_A)
+    assert [p.id for p in first.passages] == ["c"]
+    assert second.passages == ()  # nothing was selected or given for it
+
+
+def test_memory_shares_the_retrievers_selection(engine: DHRAG) -> None:
+    retriever = DHRAGRetriever(engine=engine, k=2)
+    memory = DHRAGMemory(engine=engine, session_id="alice")
+    docs = retriever.invoke(WALL_Q, config={"configurable": {"session_id": "alice"}})
+    memory.save_context({"input": WALL_Q}, {"output": WALL_A})
+    assert [p.id for p in engine.history.turns("alice")[0].passages] == [d.id for d in docs]
+
+
+def test_clear_and_session_isolation(engine: DHRAG) -> None:
+    alice = DHRAGMemory(engine=engine, session_id="alice")
+    bob = DHRAGMemory(engine=engine, session_id="bob")
+    fill(alice, TOPICS[:2])
+    fill(bob, TOPICS[2:3])
+
+    bob_history = bob.load_memory_variables({"input": WALL_Q})["history"]
+    assert WALL_Q not in bob_history and TOPICS[2][0] in bob_history
+
+    alice.clear()
+    assert engine.history.size("alice") == 0
+    assert engine.history.size("bob") == 1
+    assert alice.load_memory_variables({"input": WALL_Q})["history"] == ""
+
+
+def test_session_from_inputs(engine: DHRAG) -> None:
+    memory = DHRAGMemory(engine=engine)
+    memory.load_memory_variables({"input": WALL_Q, "session_id": "carol"})
+    memory.save_context({"input": WALL_Q, "session_id": "carol"}, {"output": WALL_A})
+    assert engine.history.size("carol") == 1
+    assert engine.history.size("default") == 0
+
+
+def test_return_messages(engine: DHRAG) -> None:
+    memory = DHRAGMemory(engine=engine, return_messages=True, memory_key="chat_history")
+    fill(memory, [(WALL_Q, WALL_A)])
+    msgs = memory.load_memory_variables({"input": FOLLOW_UP})["chat_history"]
+    assert msgs == [HumanMessage(WALL_Q), AIMessage(WALL_A)]
+    assert memory.memory_variables == ["chat_history", "rewritten_query"]
+
+
+def test_works_inside_a_classic_chain(engine: DHRAG) -> None:
+    from langchain_classic.chains import LLMChain
+
+    prompt = ChatPromptTemplate.from_messages([
+        ("system", "Conversation so far:\n{history}\nStandalone question: {rewritten_query}"),
+        ("human", "{input}"),
+    ])
+    llm = FakeListChatModel(responses=[WALL_A, "About 21,196 km."])
+    memory = DHRAGMemory(engine=engine, session_id="alice")
+    with pytest.warns(Warning):  # LLMChain itself is deprecated upstream
+        chain = LLMChain(llm=llm, prompt=prompt, memory=memory)
+    chain.invoke({"input": WALL_Q})
+    out = chain.invoke({"input": FOLLOW_UP})
+    assert out["text"] == "About 21,196 km."
+    assert WALL_Q in out["history"]
+    assert [t.query for t in engine.history.turns("alice")] == [WALL_Q, FOLLOW_UP]
+
+
+@pytest.mark.parametrize(
+    ("call", "error", "match"),
+    [
+        (lambda m: m.load_memory_variables({"a": "x", "b": "y"}), ValueError, "input_key"),
+        (lambda m: m.load_memory_variables({"input": 3}), TypeError, r"inputs\['input'\]"),
+        (lambda m: m.load_memory_variables({"input": "  "}), ValueError, "query"),
+        (lambda m: m.load_memory_variables("text"), TypeError, "inputs must be a dict"),
+        (lambda m: m.save_context({"input": "q"}, {"a": "1", "b": "2"}), ValueError,
+         "output_key"),
+        (lambda m: m.save_context({"input": "q", "session_id": ""}, {"o": "a"}), ValueError,
+         "session_id"),
+    ],
+)
+def test_bad_inputs(engine: DHRAG, call: Any, error: type[Exception], match: str) -> None:
+    with pytest.raises(error, match=match):
+        call(DHRAGMemory(engine=engine))
+
+
+def test_explicit_keys(engine: DHRAG) -> None:
+    memory = DHRAGMemory(engine=engine, input_key="question", output_key="answer")
+    memory.save_context({"question": WALL_Q, "other": "x"}, {"answer": WALL_A, "extra": 1})
+    assert engine.history.turns("default")[0].response == WALL_A
+    with pytest.raises(ValueError, match="input_key"):
+        memory.load_memory_variables({"input": WALL_Q})
+
+
+async def test_async_memory(engine: DHRAG) -> None:
+    memory = DHRAGMemory(engine=engine, session_id="alice")
+    await memory.aload_memory_variables({"input": WALL_Q})
+    await memory.asave_context({"input": WALL_Q}, {"output": WALL_A})
+    out = await memory.aload_memory_variables({"input": FOLLOW_UP})
+    assert WALL_Q in out["history"]
+    assert engine.history.turns("alice")[0].passages  # the async load's passages were kept
+    await memory.aclear()
+    assert engine.history.size("alice") == 0
+
+
+# -- chat message history ------------------------------------------------------------------
+
+
+def test_chat_history_pairs_messages_into_turns(engine: DHRAG) -> None:
+    history = DHRAGChatMessageHistory(engine, "alice")
+    assert isinstance(history, BaseChatMessageHistory)
+    history.add_user_message(WALL_Q)
+    assert engine.history.size("alice") == 0  # waits for the answer
+    history.add_ai_message(WALL_A)
+    history.add_messages([SystemMessage("ignored"), HumanMessage(PIG_Q), AIMessage(PIG_A)])
+
+    assert history.messages == [HumanMessage(WALL_Q), AIMessage(WALL_A), HumanMessage(PIG_Q),
+                                AIMessage(PIG_A)]
+    assert DHRAGChatMessageHistory(engine, "bob").messages == []
+    selected = history.select_messages("Who was the Great Wall built to keep out?")
+    assert HumanMessage(WALL_Q) in selected
+
+    history.clear()
+    assert history.messages == []
+
+
+def test_chat_history_errors(engine: DHRAG) -> None:
+    with pytest.raises(ValueError, match="session_id"):
+        DHRAGChatMessageHistory(engine, " ")
+    with pytest.raises(TypeError, match="engine"):
+        DHRAGChatMessageHistory("engine", "a")  # type: ignore[arg-type]
+    with pytest.raises(TypeError, match=r"messages\[0\]"):
+        DHRAGChatMessageHistory(engine, "a").add_messages(["hi"])  # type: ignore[list-item]
+
+
+@pytest.mark.filterwarnings("ignore::langchain_core._api.LangChainDeprecationWarning")
+def test_runnable_with_message_history_records_turns_with_passages(engine: DHRAG) -> None:
+    retriever = DHRAGRetriever(engine=engine, k=3)
+    prompt = ChatPromptTemplate.from_messages([
+        ("system", "Context:\n{context}"),
+        MessagesPlaceholder("history"),
+        ("human", "{question}"),
+    ])
+    llm = FakeListChatModel(responses=[WALL_A, "About 21,196 km.", PIG_A])
+    rag = (
+        RunnablePassthrough.assign(context=(lambda x: x["question"]) | retriever
+                                   | format_documents)
+        | prompt | llm | StrOutputParser()
+    )
+    chat = RunnableWithMessageHistory(
+        rag, lambda sid: DHRAGChatMessageHistory(engine, sid),
+        input_messages_key="question", history_messages_key="history",
+    )
+    for sid, q in (("alice", WALL_Q), ("alice", FOLLOW_UP), ("bob", PIG_Q)):
+        chat.invoke({"question": q}, config={"configurable": {"session_id": sid}})
+
+    alice = engine.history.turns("alice")
+    assert [(t.query, t.response) for t in alice] == [(WALL_Q, WALL_A),
+                                                      (FOLLOW_UP, "About 21,196 km.")]
+    assert all(len(t.passages) == 3 for t in alice)  # the retriever's passages were paired
+    assert [t.query for t in engine.history.turns("bob")] == [PIG_Q]

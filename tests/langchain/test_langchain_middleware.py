@@ -1,0 +1,155 @@
+"""DHRAGMiddleware in real ``langchain.agents.create_agent`` agents (scripted chat model)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any
+
+import pytest
+
+pytest.importorskip("langchain.agents.middleware")
+
+from langchain.agents import create_agent
+from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage
+from langchain_core.tools import tool
+from langgraph.checkpoint.memory import InMemorySaver
+from lc_support import FOLLOW_UP, PIG_A, PIG_Q, WALL_A, WALL_Q, ToolFakeChatModel
+
+from dhrag_core import DHRAG
+from langchain_dhrag import DHRAGMiddleware
+
+
+@tool
+def word_count(text: str) -> int:
+    """Count the words of a text."""
+    return len(text.split())
+
+
+def tool_call(text: str) -> AIMessage:
+    return AIMessage("", tool_calls=[{"name": "word_count", "args": {"text": text}, "id": "c1"}])
+
+
+def scripted(*messages: AIMessage) -> ToolFakeChatModel:
+    return ToolFakeChatModel(messages=iter(messages))
+
+
+def cfg(session_id: str) -> dict[str, Any]:
+    return {"configurable": {"session_id": session_id}}
+
+
+def system_of(prompt: list[BaseMessage]) -> str:
+    assert isinstance(prompt[0], SystemMessage)
+    return prompt[0].text
+
+
+def ask(agent: Any, text: str, config: dict[str, Any]) -> Any:
+    return agent.invoke({"messages": [HumanMessage(text)]}, config)
+
+
+@pytest.fixture
+def counted(engine: DHRAG) -> Iterator[list[str]]:
+    calls: list[str] = []
+    select = engine.select
+
+    def spy(session_id: str, query: str, k: int | None = None) -> Any:
+        calls.append(query)
+        return select(session_id, query, k)
+
+    engine.select = spy  # type: ignore[method-assign]
+    yield calls
+
+
+def test_agent_memory_across_turns(engine: DHRAG, counted: list[str]) -> None:
+    model = scripted(tool_call("a b c"), AIMessage(WALL_A), AIMessage("About 21,196 km."))
+    agent = create_agent(model, [word_count], system_prompt="You are a guide.",
+                         middleware=[DHRAGMiddleware(engine, k=2)])
+
+    first = ask(agent, WALL_Q, cfg("alice"))
+    assert first["messages"][-1].text == WALL_A
+    assert counted == [WALL_Q]  # one selection for the turn, though the model ran twice
+    (turn,) = engine.history.turns("alice")
+    assert (turn.query, turn.response) == (WALL_Q, WALL_A)  # the final answer, once
+    assert len(turn.passages) == 2
+
+    ask(agent, FOLLOW_UP, cfg("alice"))
+    system = system_of(model.seen[-1])
+    assert system.startswith("You are a guide.")
+    assert f"User: {WALL_Q}" in system and f"Assistant: {WALL_A}" in system
+    assert "made standalone: How long is it? (" in system
+    assert "Retrieved passages:\n[1] " in system
+    assert [t.query for t in engine.history.turns("alice")] == [WALL_Q, FOLLOW_UP]
+
+
+def test_sessions_do_not_mix(engine: DHRAG) -> None:
+    model = scripted(AIMessage(WALL_A), AIMessage(PIG_A))
+    agent = create_agent(model, [], middleware=[DHRAGMiddleware(engine)])
+    ask(agent, WALL_Q, cfg("alice"))
+    ask(agent, PIG_Q, cfg("bob"))
+    assert WALL_Q not in system_of(model.seen[-1])
+    assert [t.query for t in engine.history.turns("bob")] == [PIG_Q]
+    assert [t.query for t in engine.history.turns("alice")] == [WALL_Q]
+
+
+def test_checkpointed_thread_sees_only_the_current_turn(engine: DHRAG) -> None:
+    model = scripted(AIMessage(WALL_A), AIMessage("About 21,196 km."))
+    agent = create_agent(model, [], middleware=[DHRAGMiddleware(engine, include_context=False)],
+                         checkpointer=InMemorySaver())
+    thread = {"configurable": {"thread_id": "t1"}}
+    ask(agent, WALL_Q, thread)
+    out = ask(agent, FOLLOW_UP, thread)
+
+    assert len(out["messages"]) == 4  # the checkpointed thread keeps everything ...
+    prompt = model.seen[-1]
+    assert [type(m) for m in prompt] == [SystemMessage, HumanMessage]  # ... the model does not
+    assert prompt[1].text == FOLLOW_UP
+    assert f"User: {WALL_Q}" in system_of(prompt)  # the earlier turn comes from DH-RAG
+    assert "Retrieved passages" not in system_of(prompt)
+    assert engine.history.size("t1") == 2  # thread_id is the session
+
+
+def test_keep_the_whole_thread_when_asked(engine: DHRAG) -> None:
+    model = scripted(AIMessage(WALL_A), AIMessage("About 21,196 km."))
+    agent = create_agent(model, [], checkpointer=InMemorySaver(),
+                         middleware=[DHRAGMiddleware(engine, current_turn_only=False)])
+    thread = {"configurable": {"thread_id": "t1"}}
+    ask(agent, WALL_Q, thread)
+    ask(agent, FOLLOW_UP, thread)
+    assert [m.text for m in model.seen[-1][1:]] == [WALL_Q, WALL_A, FOLLOW_UP]
+
+
+@dataclass
+class Ctx:
+    session_id: str
+
+
+def test_session_from_runtime_context_and_no_recording(engine: DHRAG) -> None:
+    model = scripted(AIMessage(WALL_A))
+    agent = create_agent(model, [], context_schema=Ctx,
+                         middleware=[DHRAGMiddleware(engine, record_turns=False)])
+    agent.invoke({"messages": [HumanMessage(WALL_Q)]}, cfg("from-config"),
+                 context=Ctx(session_id="from-context"))
+    assert engine.history.size("from-context") == 0  # record_turns=False
+    assert engine.history.size("from-config") == 0
+    # the selection was made for the context's session
+    from langchain_dhrag._context import pending_for
+
+    assert pending_for(engine).get("from-context", WALL_Q) is not None
+
+
+async def test_async_agent(engine: DHRAG) -> None:
+    model = scripted(tool_call("x y"), AIMessage(WALL_A), AIMessage("About 21,196 km."))
+    agent = create_agent(model, [word_count], middleware=[DHRAGMiddleware(engine)])
+    await agent.ainvoke({"messages": [HumanMessage(WALL_Q)]}, cfg("alice"))
+    await agent.ainvoke({"messages": [HumanMessage(FOLLOW_UP)]}, cfg("alice"))
+    assert [t.response for t in engine.history.turns("alice")] == [WALL_A, "About 21,196 km."]
+    assert f"User: {WALL_Q}" in system_of(model.seen[-1])
+
+
+def test_bad_arguments(engine: DHRAG) -> None:
+    with pytest.raises(TypeError, match="engine"):
+        DHRAGMiddleware("engine")  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match="k must be"):
+        DHRAGMiddleware(engine, k=0)
+    with pytest.raises(ValueError, match="session_id"):
+        DHRAGMiddleware(engine, session_id="")
