@@ -10,7 +10,8 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections import OrderedDict
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -24,7 +25,7 @@ from dhrag_core.rewriting import LightRewriter, QueryRewriter, Rewrite, expand_v
 from dhrag_core.settings import Settings
 from dhrag_core.store import HistoryStore
 from dhrag_core.summaries import Summariser
-from dhrag_core.validation import check_session_id
+from dhrag_core.validation import check_k, check_session_id
 
 __all__ = ["DHRAG"]
 
@@ -43,6 +44,8 @@ class DHRAG:
         integration_matrix: ``W`` of eq. 6 (``dimension x dimension``); default identity.
         history: An existing ``HistoryDatabase`` (then ``embedder``/``store``/``settings``
             come from it).
+        vector_cache_size: Passage vectors kept (LRU) for knowledge bases that return text
+            only.
 
     Example:
         >>> from dhrag_core import DHRAG, FaissKnowledgeBase, HashingEmbedder
@@ -65,6 +68,7 @@ class DHRAG:
         integration_matrix: np.ndarray | None = None,
         history: HistoryDatabase | None = None,
         clock: Callable[[], float] = time.time,
+        vector_cache_size: int = 10_000,
     ) -> None:
         if not isinstance(knowledge, KnowledgeBase):
             raise TypeError("knowledge must have a search(query, k) method (KnowledgeBase)")
@@ -79,6 +83,8 @@ class DHRAG:
         if integration_matrix is not None and np.shape(integration_matrix) != (dim, dim):
             raise ValueError(f"integration_matrix must be {dim}x{dim}")
         self.integration_matrix = integration_matrix
+        self.vector_cache_size = vector_cache_size
+        self._vector_cache: OrderedDict[str, Vector] = OrderedDict()
 
     # -- before the LLM ---------------------------------------------------------------------
 
@@ -86,7 +92,7 @@ class DHRAG:
         """History, rewritten query and integrated context for ``query`` (nothing stored)."""
         check_session_id(session_id)
         cfg = self.settings
-        k = cfg.context_k if k is None else self.history._check_k(k)
+        k = cfg.context_k if k is None else check_k(k)
         qv, history, rewrite = self._prepare(session_id, query)
         search_vec = self._search_vector(query, qv, rewrite, history)
         kb = self._search_kb(rewrite.text, search_vec)
@@ -102,7 +108,7 @@ class DHRAG:
         if not callable(asearch):
             return await asyncio.to_thread(self.select, session_id, query, k)
         check_session_id(session_id)
-        k = self.settings.context_k if k is None else self.history._check_k(k)
+        k = self.settings.context_k if k is None else check_k(k)
         qv, history, rewrite = await asyncio.to_thread(self._prepare, session_id, query)
         search_vec = await asyncio.to_thread(
             self._search_vector, query, qv, rewrite, history
@@ -140,7 +146,7 @@ class DHRAG:
         by_text = not callable(getattr(self.knowledge, "search_vectors", None))
         if (cfg.rewrite_vector or by_text) and rewrite.text != query:
             base = self.history.encode_query(rewrite.text)
-        return expand_vector(base, history, cfg.expansion)
+        return expand_vector(base, history, cfg.expansion, cfg.expansion_source)
 
     def _search_kb(self, text: str, vector: Vector) -> list[Passage]:
         k = self.settings.kb_k
@@ -155,12 +161,8 @@ class DHRAG:
         history: Sequence[SelectedTurn], kb: Sequence[Passage], k: int,
     ) -> Selection:
         cfg = self.settings
-        missing = [p.text for p in kb if p.vector is None]
-        encoded: Iterator[Vector] = iter(
-            self.history.embedder.encode(missing) if missing else []
-        )
-        candidates = [Candidate(p, p.vector if p.vector is not None else next(encoded), "kb")
-                      for p in kb]
+        vectors = self._passage_vectors(kb)
+        candidates = [Candidate(p, v, "kb") for p, v in zip(kb, vectors, strict=True)]
         for s in history:
             candidates.extend(
                 Candidate(p, s.turn.passage_vectors[i], "history", s)
@@ -177,6 +179,32 @@ class DHRAG:
             history=tuple(history), context=tuple(context), query_vector=qv,
             search_vector=search_vec,
         )
+
+    def _passage_vectors(self, passages: Sequence[Passage]) -> list[Vector]:
+        """Vectors of passages from the knowledge base: their own, a cached one, or encoded.
+
+        Retrievers that return text only would otherwise cost an encoding of every passage
+        on every turn (~30 passages/s for MiniLM on 2 cores); a conversation keeps meeting
+        the same passages, so an LRU cache by passage id (or text) removes most of it.
+        """
+        cache = self._vector_cache
+        out: list[Vector | None] = []
+        missing: list[int] = []
+        for i, p in enumerate(passages):
+            v = p.vector if p.vector is not None else cache.get(p.key)
+            if v is not None and p.vector is None:
+                cache.move_to_end(p.key)
+            out.append(v)
+            if v is None:
+                missing.append(i)
+        if missing:
+            enc = self.history.embedder.encode([passages[i].text for i in missing])
+            for i, v in zip(missing, enc, strict=True):
+                out[i] = v
+                cache[passages[i].key] = v
+            while len(cache) > self.vector_cache_size:
+                cache.popitem(last=False)
+        return [v for v in out if v is not None]
 
     # -- after the LLM ----------------------------------------------------------------------
 

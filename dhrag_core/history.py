@@ -29,7 +29,7 @@ from dhrag_core.records import HistoryHit, Passage, SelectedTurn, Turn, Vector
 from dhrag_core.settings import Settings
 from dhrag_core.store import HistoryStore, StaleSessionError, open_store
 from dhrag_core.summaries import ExtractiveSummariser, Summariser
-from dhrag_core.validation import check_session_id, check_text
+from dhrag_core.validation import check_k, check_session_id, check_text
 
 __all__ = ["AddResult", "HistoryDatabase", "PassageHit"]
 
@@ -434,13 +434,6 @@ class HistoryDatabase:
             return self._vector("query", query)
         return self.encode_query(query)
 
-    @staticmethod
-    def _check_k(k: Any) -> int:
-        if isinstance(k, bool) or not isinstance(k, int):
-            raise TypeError(f"k must be an int >= 1, got {type(k).__name__}")
-        if k < 1:
-            raise ValueError(f"k must be >= 1, got {k}")
-        return k
 
     def search(self, session_id: str, query: str | Vector, k: int = 5) -> list[HistoryHit]:
         """The ``k`` stored turns of the session with the highest weight for ``query``.
@@ -449,7 +442,7 @@ class HistoryDatabase:
         exactly over every stored turn in one vectorised pass over the FAISS storage.
         """
         check_session_id(session_id)
-        self._check_k(k)
+        check_k(k)
         qv = self._query_vector(query)
         s = self._session(session_id)
         with s.lock:
@@ -505,6 +498,8 @@ class HistoryDatabase:
                 rec = recency_of_index(np.array([s.turns[m].index for m in members], float))
                 top = members[int(np.argmax(scoring.combined_weight(rel, rec, alpha)))]
                 via.setdefault(top, []).append("chain")
+                if cfg.chain_root:
+                    via.setdefault(members[0], []).append("chain-root")
         if cfg.use_recency and s.latest is not None:
             via.setdefault(s.latest, []).append("recent")
 
@@ -518,8 +513,10 @@ class HistoryDatabase:
             [now - t.timestamp for t in turns], cfg.half_life_seconds,
         )
         weight = scoring.combined_weight(rel, rec, alpha)
-        order = np.lexsort((-np.array([t.index for t in turns]), -weight))[: cfg.history_turns]
-        chosen = [int(i) for i in order]
+        order = np.lexsort((-np.array([t.index for t in turns]), -weight))
+        chosen = [int(i) for i in order[: cfg.history_turns]]
+        # the root of the best chain anchors its thread even when it did not make the cut
+        chosen += [int(i) for i in order[cfg.history_turns :] if "chain-root" in via[ids[i]]]
         labels = self._labels(s, {turns[i].cluster_id for i in chosen})
         out = []
         for i in chosen:
@@ -571,7 +568,7 @@ class HistoryDatabase:
     ) -> list[PassageHit]:
         """The ``k`` passages stored with this session's turns most similar to ``query``."""
         check_session_id(session_id)
-        self._check_k(k)
+        check_k(k)
         qv = self._query_vector(query)
         s = self._session(session_id)
         with s.lock:

@@ -99,12 +99,17 @@ class LightRewriter:
         return Rewrite(f"{query.rstrip()} ({' '.join(ranked)})", tuple(ranked))
 
 
-def expand_vector(query: Vector, history: Sequence[SelectedTurn], strength: float) -> Vector:
-    """``normalise(q + strength * sum_j w_j * topic_j)`` over the selected turns."""
+def expand_vector(
+    query: Vector, history: Sequence[SelectedTurn], strength: float, source: str = "topic"
+) -> Vector:
+    """``normalise(q + strength * sum_j w_j * v_j)`` over the selected turns, where ``v_j`` is
+    the turn's topic vector (``source="topic"``) or its query vector (``"query"``)."""
     if not history or strength == 0:
         return query
     v = query.astype(np.float64).copy()
     for s in history:
-        v += strength * s.weight * topic_vector(s.turn)
+        v += strength * s.weight * (
+            topic_vector(s.turn) if source == "topic" else s.turn.query_vector
+        )
     out: Vector = l2_normalise(v)[0]
     return out

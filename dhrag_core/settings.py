@@ -47,6 +47,9 @@ class Settings:
         kb_k: Passages fetched from the knowledge base per query.
         context_k: Passages in the integrated context.
         expansion: Weight of the selected history in the expanded query vector.
+        expansion_source: What the expansion moves toward: each selected turn's ``"topic"``
+            vector (query + answer + passages) or its ``"query"`` vector.
+        chain_root: Also select the first turn of the best chain (the thread's anchor).
         rewrite_vector: Embed the rewritten query (one more encoding) as the base of the
             expanded query vector, instead of the raw query.
         history_bonus: Integration logit bonus of a history passage per unit history weight.
@@ -83,6 +86,8 @@ class Settings:
     kb_k: int = 20
     context_k: int = 10
     expansion: float = 0.5
+    expansion_source: str = "topic"
+    chain_root: bool = False
     rewrite_vector: bool = False
     history_bonus: float = 0.0
     answer_bonus: float = 0.0
@@ -116,6 +121,10 @@ class Settings:
         _check_range("history_bonus", self.history_bonus, -10.0, 10.0)
         _check_range("answer_bonus", self.answer_bonus, -10.0, 10.0)
         _check_range("temperature", self.temperature, 1e-6, 100.0)
+        if self.expansion_source not in ("topic", "query"):
+            raise ValueError(
+                f"expansion_source must be 'topic' or 'query', got {self.expansion_source!r}"
+            )
         if self.relevance_contrast is not None:
             _check_range("relevance_contrast", self.relevance_contrast, 1e-6, 100.0)
         if self.relevance not in ("query", "topic", "max"):

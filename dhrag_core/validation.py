@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-__all__ = ["check_session_id", "check_text"]
+__all__ = ["check_k", "check_session_id", "check_text"]
 
 MAX_SESSION_ID_CHARS = 256
 
@@ -39,3 +39,12 @@ def check_text(name: str, value: Any, *, max_chars: int, allow_empty: bool = Fal
 def check_session_id(value: Any) -> str:
     """A session id is a non-empty str of at most 256 characters."""
     return check_text("session_id", value, max_chars=MAX_SESSION_ID_CHARS)
+
+
+def check_k(k: Any) -> int:
+    """A result count: an int >= 1."""
+    if isinstance(k, bool) or not isinstance(k, int):
+        raise TypeError(f"k must be an int >= 1, got {type(k).__name__}")
+    if k < 1:
+        raise ValueError(f"k must be >= 1, got {k}")
+    return k

@@ -1,7 +1,46 @@
-"""LlamaIndex adapter for dhrag (chat engine, memory block, retriever) -- not yet released.
+"""LlamaIndex adapter for dhrag: DH-RAG's dynamic history database in LlamaIndex apps.
 
-The adapter classes land with the framework-integration work; this package exists so the
-distribution layout is final and ``pip install dhrag[llamaindex]`` resolves today.
+* ``DHRAGChatEngine``: a ``BaseChatEngine`` (chat, stream, async) over your retriever and LLM.
+* ``DHRAGRetriever``: DH-RAG's weighted history + knowledge-base context as a retriever.
+* ``DHRAGMemoryBlock``: DH-RAG history selection inside ``llama_index.core.memory.Memory``.
+* Bridges: ``RetrieverKnowledgeBase``, ``LlamaIndexEmbedder``, ``DHRAGEmbedding``,
+  ``LLMRewriter``, ``build_dhrag``; translations: ``selection_to_nodes``, ``selection_trace``.
+
+Importing this package loads no model (MiniLM loads on first use).
+
+Example:
+    >>> from llama_index.core import VectorStoreIndex  # doctest: +SKIP
+    >>> from llamaindex_dhrag import DHRAGChatEngine, DHRAGEmbedding  # doctest: +SKIP
+    >>> embed = DHRAGEmbedding()  # offline all-MiniLM-L6-v2  # doctest: +SKIP
+    >>> index = VectorStoreIndex.from_documents(docs, embed_model=embed)  # doctest: +SKIP
+    >>> engine = DHRAGChatEngine.from_defaults(  # doctest: +SKIP
+    ...     index.as_retriever(similarity_top_k=20), llm=my_llm, embedder=embed)
+    >>> engine.chat("How long is it?").sources[0].raw_output["rewritten_query"]  # doctest: +SKIP
 """
 
-__all__: list[str] = []
+from llamaindex_dhrag.bridges import (
+    DHRAGEmbedding,
+    LlamaIndexEmbedder,
+    LLMRewriter,
+    RetrieverKnowledgeBase,
+    build_dhrag,
+    passage_from_node,
+)
+from llamaindex_dhrag.chat_engine import DHRAGChatEngine
+from llamaindex_dhrag.convert import selection_to_nodes, selection_trace
+from llamaindex_dhrag.memory import DHRAGMemoryBlock
+from llamaindex_dhrag.retriever import DHRAGRetriever
+
+__all__ = [
+    "DHRAGChatEngine",
+    "DHRAGEmbedding",
+    "DHRAGMemoryBlock",
+    "DHRAGRetriever",
+    "LLMRewriter",
+    "LlamaIndexEmbedder",
+    "RetrieverKnowledgeBase",
+    "build_dhrag",
+    "passage_from_node",
+    "selection_to_nodes",
+    "selection_trace",
+]

@@ -174,3 +174,21 @@ def test_real_conversation_topic_switch_and_return_selects_the_right_turns() -> 
     # and an elliptical follow-up right after the switch stays on the new topic
     follow = rag.select("u", "How did people try to escape?")
     assert follow.history[0].turn.turn_id in ids["berlin_wall"]
+
+
+def test_text_only_passages_are_encoded_once_per_conversation() -> None:
+    seen: list[str] = []
+
+    class Counting(HashingEmbedder):
+        def encode(self, texts):  # type: ignore[no-untyped-def]
+            seen.extend(texts)
+            return super().encode(texts)
+
+    emb = Counting()
+    rag = DHRAG(TextOnly(FaissKnowledgeBase(KB, HashingEmbedder())), embedder=emb)
+    for q in ["Great Wall of China materials", "Great Wall of China length"]:
+        s = rag.select("u", q)
+        rag.record("u", q, "ok", selection=s)
+    passage_texts = {p.text for p in KB}
+    encoded = [t for t in seen if t in passage_texts]
+    assert len(encoded) == len(set(encoded)), "a passage is embedded at most once"

@@ -1,0 +1,142 @@
+"""Type translations between dhrag records and LlamaIndex objects (no logic of their own).
+
+* ``selection_trace``: a ``Selection`` as one JSON-friendly dict (rewritten query, selected
+  history turns with their weights, context items with their integration weights).
+* ``selection_to_nodes``: the integrated context as ``NodeWithScore``s, score = integration
+  weight, the per-item trace under ``node.metadata["dhrag"]``.
+* ``turns_to_messages`` / ``message_pairs``: stored turns <-> user/assistant ``ChatMessage``s.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Sequence
+from typing import Any
+
+from llama_index.core.base.llms.types import ChatMessage, MessageRole
+from llama_index.core.schema import NodeWithScore, TextNode
+
+from dhrag_core import SelectedTurn, Selection, Turn
+from llamaindex_dhrag.bridges import TRACE_KEY
+
+__all__ = [
+    "format_context",
+    "message_pairs",
+    "message_text",
+    "selection_to_nodes",
+    "selection_trace",
+    "turns_to_messages",
+]
+
+
+def _history_row(s: SelectedTurn) -> dict[str, Any]:
+    return {
+        "turn": s.turn.index, "query": s.turn.query, "response": s.turn.response,
+        "relevance": round(s.relevance, 4), "recency": round(s.recency, 4),
+        "weight": round(s.weight, 4), "via": list(s.via), "cluster": s.cluster_id,
+        "cluster_label": s.cluster_label, "summary": s.summary, "chain": s.chain_id,
+    }
+
+
+def selection_trace(selection: Selection) -> dict[str, Any]:
+    """Why this context: the query, its rewrite, the selected history and the context items.
+
+    Example:
+        >>> trace = selection_trace(rag.select("alice", "How long is it?"))  # doctest: +SKIP
+        >>> trace["rewritten_query"], [h["weight"] for h in trace["history"]]  # doctest: +SKIP
+    """
+    if not isinstance(selection, Selection):
+        raise TypeError(f"selection must be a dhrag Selection, got {type(selection).__name__}")
+    return {
+        "session_id": selection.session_id,
+        "query": selection.query,
+        "rewritten_query": selection.rewritten_query,
+        "history": [_history_row(s) for s in selection.history],
+        "context": selection.trace(),
+    }
+
+
+def _node_id(passage_id: str | None, text: str) -> str:
+    if passage_id is not None:
+        return passage_id
+    return "dhrag-" + hashlib.sha1(text.encode("utf-8")).hexdigest()[:20]
+
+
+def selection_to_nodes(selection: Selection) -> list[NodeWithScore]:
+    """The integrated context as LlamaIndex nodes, best first.
+
+    Each node keeps the passage's id, text and metadata; its score is the integration weight
+    and ``node.metadata["dhrag"]`` holds the item's trace (source ``"kb"``/``"history"``,
+    weight, similarity, and for history items the turn and its history weight) plus the
+    rewritten query. The trace key is excluded from the LLM and embedding views of the node.
+
+    Example:
+        >>> nodes = selection_to_nodes(rag.select("alice", "How long is it?"))  # doctest: +SKIP
+        >>> nodes[0].score, nodes[0].node.metadata["dhrag"]["source"]  # doctest: +SKIP
+    """
+    if not isinstance(selection, Selection):
+        raise TypeError(f"selection must be a dhrag Selection, got {type(selection).__name__}")
+    out = []
+    for item, row in zip(selection.context, selection.trace(), strict=True):
+        p = item.passage
+        meta: dict[str, Any] = dict(p.metadata)
+        if p.title and "title" not in meta:
+            meta["title"] = p.title
+        meta[TRACE_KEY] = {**row, "rewritten_query": selection.rewritten_query}
+        node = TextNode(
+            id_=_node_id(p.id, p.text), text=p.text, metadata=meta,
+            excluded_llm_metadata_keys=[TRACE_KEY], excluded_embed_metadata_keys=[TRACE_KEY],
+        )
+        out.append(NodeWithScore(node=node, score=item.weight))
+    return out
+
+
+def format_context(selection: Selection) -> str:
+    """The context items as numbered blocks for a prompt: ``[1] title (source, weight)``."""
+    blocks = []
+    for i, item in enumerate(selection.context, 1):
+        origin = ("knowledge base" if item.source == "kb"
+                  else f"shown at turn {item.turn.index}" if item.turn is not None
+                  else item.source)
+        title = f" {item.passage.title}" if item.passage.title else ""
+        blocks.append(f"[{i}]{title} ({origin}, weight {item.weight:.3f})\n{item.passage.text}")
+    return "\n\n".join(blocks)
+
+
+def message_text(message: ChatMessage) -> str:
+    """The text of a chat message (its text blocks), ``""`` when it has none."""
+    return message.content or ""
+
+
+def turns_to_messages(turns: Sequence[Turn]) -> list[ChatMessage]:
+    """Stored turns as alternating user/assistant messages, in the given order."""
+    out: list[ChatMessage] = []
+    for t in turns:
+        out.append(ChatMessage(role=MessageRole.USER, content=t.query))
+        if t.response:
+            out.append(ChatMessage(role=MessageRole.ASSISTANT, content=t.response))
+    return out
+
+
+def message_pairs(messages: Sequence[ChatMessage]) -> list[tuple[str, str]]:
+    """(user text, assistant text) pairs of a chat transcript, in order.
+
+    A user message opens a pair; the assistant messages after it (until the next user message)
+    form its answer, joined by newlines. System and tool messages, assistant messages before
+    any user message and user messages without text are skipped; a final user message without
+    answer gives an empty answer.
+    """
+    if isinstance(messages, (str, bytes)) or not isinstance(messages, Sequence):
+        raise TypeError(
+            f"messages must be a list of ChatMessage, got {type(messages).__name__}"
+        )
+    pairs: list[tuple[str, list[str]]] = []
+    for i, m in enumerate(messages):
+        if not isinstance(m, ChatMessage):
+            raise TypeError(f"messages[{i}] must be a ChatMessage, got {type(m).__name__}")
+        text = message_text(m)
+        if m.role == MessageRole.USER and text.strip():
+            pairs.append((text, []))
+        elif m.role == MessageRole.ASSISTANT and pairs and text.strip():
+            pairs[-1][1].append(text)
+    return [(q, "\n".join(a)) for q, a in pairs]

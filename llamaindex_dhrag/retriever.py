@@ -1,0 +1,140 @@
+"""``DHRAGRetriever``: DH-RAG selection (history + knowledge base, weighted) as a retriever."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Literal
+
+from llama_index.core.base.base_retriever import BaseRetriever
+from llama_index.core.base.embeddings.base import BaseEmbedding
+from llama_index.core.callbacks import CallbackManager
+from llama_index.core.llms.llm import LLM
+from llama_index.core.schema import NodeWithScore, QueryBundle
+
+from dhrag_core import (
+    DHRAG,
+    AddResult,
+    Embedder,
+    Passage,
+    QueryRewriter,
+    Selection,
+    Settings,
+)
+from dhrag_core.store import HistoryStore
+from dhrag_core.validation import check_session_id
+from llamaindex_dhrag.bridges import build_dhrag, check_k, passage_from_node
+from llamaindex_dhrag.convert import selection_to_nodes
+
+__all__ = ["DHRAGRetriever"]
+
+
+class DHRAGRetriever(BaseRetriever):
+    """Retrieves DH-RAG's integrated context for one conversation.
+
+    A query goes through ``DHRAG.select``: history turns are selected, the query is
+    reconstructed, the knowledge base is searched and its passages are integrated with the
+    passages of the selected turns. The nodes come best first, with the integration weight as
+    score and the trace in ``node.metadata["dhrag"]``. Retrieval stores nothing: call
+    ``record(query, response)`` once the answer is known, so the next query sees this turn.
+
+    Args:
+        rag: The DH-RAG pipeline (``from_defaults`` builds one over another retriever).
+        session_id: The conversation this retriever serves.
+        k: Nodes returned; default ``Settings.context_k``.
+        callback_manager: LlamaIndex callbacks.
+
+    Example:
+        >>> retriever = DHRAGRetriever(rag, session_id="alice")  # doctest: +SKIP
+        >>> nodes = retriever.retrieve("How long is it?")  # doctest: +SKIP
+        >>> nodes[0].node.metadata["dhrag"]["rewritten_query"]  # doctest: +SKIP
+        >>> retriever.record("How long is it?", "About 21,196 km.")  # doctest: +SKIP
+    """
+
+    def __init__(
+        self,
+        rag: DHRAG,
+        *,
+        session_id: str = "default",
+        k: int | None = None,
+        callback_manager: CallbackManager | None = None,
+    ) -> None:
+        if not isinstance(rag, DHRAG):
+            raise TypeError(f"rag must be a dhrag_core.DHRAG, got {type(rag).__name__}")
+        self._rag = rag
+        self._session_id = check_session_id(session_id)
+        self._k = None if k is None else check_k(k)
+        self._last: Selection | None = None
+        super().__init__(callback_manager=callback_manager)
+
+    @classmethod
+    def from_defaults(
+        cls,
+        retriever: BaseRetriever,
+        *,
+        embedder: Embedder | BaseEmbedding | None = None,
+        store: HistoryStore | str | None = None,
+        settings: Settings | None = None,
+        rewriter: QueryRewriter | Literal["light", "llm"] = "light",
+        llm: LLM | None = None,
+        session_id: str = "default",
+        k: int | None = None,
+    ) -> DHRAGRetriever:
+        """A DH-RAG retriever over another LlamaIndex retriever (see ``build_dhrag``).
+
+        Example:
+            >>> r = DHRAGRetriever.from_defaults(  # doctest: +SKIP
+            ...     index.as_retriever(similarity_top_k=20), embedder=DHRAGEmbedding(),
+            ...     session_id="alice")
+        """
+        rag = build_dhrag(retriever, embedder=embedder, store=store, settings=settings,
+                          rewriter=rewriter, llm=llm)
+        return cls(rag, session_id=session_id, k=k)
+
+    @property
+    def rag(self) -> DHRAG:
+        return self._rag
+
+    @property
+    def session_id(self) -> str:
+        return self._session_id
+
+    @property
+    def last_selection(self) -> Selection | None:
+        """The selection of the latest retrieval (its trace, history and rewritten query)."""
+        return self._last
+
+    def _retrieve(self, query_bundle: QueryBundle) -> list[NodeWithScore]:
+        self._last = self._rag.select(self._session_id, query_bundle.query_str, self._k)
+        return selection_to_nodes(self._last)
+
+    async def _aretrieve(self, query_bundle: QueryBundle) -> list[NodeWithScore]:
+        self._last = await self._rag.aselect(self._session_id, query_bundle.query_str, self._k)
+        return selection_to_nodes(self._last)
+
+    def _record_args(
+        self, query: str, nodes: Sequence[NodeWithScore] | None
+    ) -> tuple[Selection | None, list[Passage] | None]:
+        last = self._last
+        selection = last if last is not None and last.query == query else None
+        passages = None if nodes is None else [passage_from_node(n) for n in nodes]
+        return selection, passages
+
+    def record(
+        self, query: str, response: str, *, nodes: Sequence[NodeWithScore] | None = None
+    ) -> AddResult:
+        """Store the turn: ``query``, the passages shown and ``response``.
+
+        The passages are ``nodes`` when given (e.g. a query engine's ``source_nodes``), else
+        the context of the latest retrieval if it was for the same ``query``.
+        """
+        selection, passages = self._record_args(query, nodes)
+        return self._rag.record(self._session_id, query, response, selection=selection,
+                                passages=passages)
+
+    async def arecord(
+        self, query: str, response: str, *, nodes: Sequence[NodeWithScore] | None = None
+    ) -> AddResult:
+        """``record`` off the event loop."""
+        selection, passages = self._record_args(query, nodes)
+        return await self._rag.arecord(self._session_id, query, response, selection=selection,
+                                       passages=passages)

@@ -1,0 +1,1 @@
+"""LlamaIndex adapter tests (a package, so module names do not clash with tests/)."""

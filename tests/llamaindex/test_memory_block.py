@@ -1,0 +1,121 @@
+"""DHRAGMemoryBlock inside a real llama_index Memory: flushed turns stored, relevant ones read."""
+
+from __future__ import annotations
+
+import pytest
+from llama_index.core.base.llms.types import ChatMessage, MessageRole
+from llama_index.core.memory import Memory
+
+from dhrag_core import DHRAG, FaissKnowledgeBase, HashingEmbedder, HistoryDatabase
+from llamaindex_dhrag import DHRAGMemoryBlock
+
+CONVERSATION = [
+    ("What is the Great Wall of China built out of?", "Stone, brick, tamped earth and wood."),
+    ("Where do guinea pigs sleep in the wild?", "In burrows dug by other animals."),
+    ("When did the Berlin Wall come down?", "In November 1989."),
+    ("Who built the first cotton gin?", "Eli Whitney, in 1793."),
+]
+
+
+def _db(hashing: HashingEmbedder) -> HistoryDatabase:
+    return HistoryDatabase(embedder=hashing)
+
+
+def _memory(block: DHRAGMemoryBlock, session_id: str = "alice") -> Memory:
+    # a tiny token limit makes Memory flush older messages to its blocks
+    return Memory.from_defaults(session_id=session_id, token_limit=60,
+                                chat_history_token_ratio=0.5, token_flush_size=20,
+                                memory_blocks=[block])
+
+
+async def test_memory_flushes_turns_into_dhrag_and_reads_the_relevant_ones(
+    hashing: HashingEmbedder,
+) -> None:
+    db = _db(hashing)
+    memory = _memory(DHRAGMemoryBlock(history=db))
+    for q, a in CONVERSATION:
+        await memory.aput(ChatMessage(role="user", content=q))
+        await memory.aput(ChatMessage(role="assistant", content=a))
+
+    stored = [(t.query, t.response) for t in db.turns("alice")]  # the Memory's session id
+    assert stored and stored == CONVERSATION[: len(stored)]
+
+    messages = await memory.aget(input="How long is the Great Wall of China?")
+    system = messages[0]
+    assert system.role == MessageRole.SYSTEM
+    text = system.content or ""
+    assert "<dhrag_history>" in text
+    first_turn = text.split("- turn ")[1]
+    assert first_turn.startswith("0 (weight ")  # the Great Wall turn is selected first
+    assert "Stone, brick, tamped earth and wood." in first_turn
+
+
+def test_sync_memory_api_works_with_the_block(hashing: HashingEmbedder) -> None:
+    db = _db(hashing)
+    memory = _memory(DHRAGMemoryBlock(history=db), session_id="bob")
+    for q, a in CONVERSATION:
+        memory.put(ChatMessage(role="user", content=q))
+        memory.put(ChatMessage(role="assistant", content=a))
+    assert db.size("bob") >= 1
+    assert "Great Wall" in (memory.get(input="How long is the wall?")[0].content or "")
+
+
+async def test_aput_pairs_messages_and_aget_selects(hashing: HashingEmbedder) -> None:
+    db = _db(hashing)
+    block = DHRAGMemoryBlock(history=db)
+    await block.aput([
+        ChatMessage(role="system", content="You are helpful."),
+        ChatMessage(role="assistant", content="Hello! (greeting before any question)"),
+        ChatMessage(role="user", content=CONVERSATION[0][0]),
+        ChatMessage(role="assistant", content="Stone and brick."),
+        ChatMessage(role="tool", content="tool output"),
+        ChatMessage(role="assistant", content="Also tamped earth and wood."),
+        ChatMessage(role="user", content=CONVERSATION[1][0]),
+    ], session_id="s1")
+    turns = db.turns("s1")
+    assert [(t.query, t.response) for t in turns] == [
+        (CONVERSATION[0][0], "Stone and brick.\nAlso tamped earth and wood."),
+        (CONVERSATION[1][0], ""),
+    ]
+
+    text = await block.aget([ChatMessage(role="user", content="How long is the Great Wall?")],
+                            session_id="s1")
+    assert text.startswith(block.header)
+    assert "User: What is the Great Wall of China built out of?" in text
+    assert "Assistant: Stone and brick." in text
+
+    assert await block.aget([ChatMessage(role="user", content="Great Wall?")],
+                            session_id="empty") == ""
+    assert await block.aget([ChatMessage(role="assistant", content="no user message")],
+                            session_id="s1") == ""
+    assert await block.aget(None, session_id="s1") == ""
+
+
+async def test_fixed_session_id_overrides_the_memory_session(hashing: HashingEmbedder) -> None:
+    db = _db(hashing)
+    block = DHRAGMemoryBlock(history=db, session_id="fixed")
+    await block.aput([ChatMessage(role="user", content="Q?"),
+                      ChatMessage(role="assistant", content="A.")], session_id="other")
+    assert db.size("fixed") == 1 and db.size("other") == 0
+
+
+async def test_two_memories_sharing_a_block_stay_apart(hashing: HashingEmbedder) -> None:
+    db = _db(hashing)
+    block = DHRAGMemoryBlock(history=db)
+    alice, bob = _memory(block, "alice"), _memory(block, "bob")
+    for q, a in CONVERSATION:
+        await alice.aput(ChatMessage(role="user", content=q))
+        await alice.aput(ChatMessage(role="assistant", content=a))
+    await bob.aput(ChatMessage(role="user", content="Hi"))
+    assert db.size("alice") >= 1 and db.size("bob") == 0
+    bob_view = await bob.aget(input="What is the Great Wall built out of?")
+    assert all("Great Wall of China built" not in (m.content or "") for m in bob_view)
+
+
+def test_accepts_a_dhrag_pipeline_and_rejects_other_history(hashing: HashingEmbedder) -> None:
+    rag = DHRAG(FaissKnowledgeBase(["x"], hashing), embedder=hashing)
+    assert DHRAGMemoryBlock(history=rag).history is rag.history
+    with pytest.raises(TypeError, match="history must be"):
+        DHRAGMemoryBlock(history="sqlite:///x.db")  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match="session_id"):
+        DHRAGMemoryBlock(history=rag, session_id="  ")
