@@ -17,6 +17,7 @@ from typing import Any
 import numpy as np
 
 from dhrag_core.embedding import Embedder
+from dhrag_core.hierarchy import topic_vector
 from dhrag_core.history import AddResult, HistoryDatabase
 from dhrag_core.integration import Candidate, integrate
 from dhrag_core.knowledge import KnowledgeBase
@@ -146,7 +147,10 @@ class DHRAG:
         by_text = not callable(getattr(self.knowledge, "search_vectors", None))
         if (cfg.rewrite_vector or by_text) and rewrite.text != query:
             base = self.history.encode_query(rewrite.text)
-        return expand_vector(base, history, cfg.expansion, cfg.expansion_source)
+        return expand_vector(
+            base, history, cfg.expansion,
+            lambda t: topic_vector(t, cfg.topic_answer_weight, cfg.topic_passage_weight),
+        )
 
     def _search_kb(self, text: str, vector: Vector) -> list[Passage]:
         k = self.settings.kb_k

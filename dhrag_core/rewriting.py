@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import re
 from collections import defaultdict
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Protocol, runtime_checkable
 
@@ -17,7 +17,7 @@ import numpy as np
 
 from dhrag_core.embedding import l2_normalise, tokens
 from dhrag_core.hierarchy import topic_vector
-from dhrag_core.records import SelectedTurn, Vector
+from dhrag_core.records import SelectedTurn, Turn, Vector
 
 __all__ = ["LightRewriter", "QueryRewriter", "Rewrite", "expand_vector", "is_incomplete"]
 
@@ -100,16 +100,21 @@ class LightRewriter:
 
 
 def expand_vector(
-    query: Vector, history: Sequence[SelectedTurn], strength: float, source: str = "topic"
+    query: Vector,
+    history: Sequence[SelectedTurn],
+    strength: float,
+    topic: Callable[[Turn], Vector] = topic_vector,
 ) -> Vector:
-    """``normalise(q + strength * sum_j w_j * v_j)`` over the selected turns, where ``v_j`` is
-    the turn's topic vector (``source="topic"``) or its query vector (``"query"``)."""
+    """``normalise(q + strength * sum_j w_j * topic_j)`` over the selected turns.
+
+    Topic vectors (query + answer + passages) beat the turns' bare query vectors on MTRAG
+    (MRR@10 .444 vs .419, both at topic weights 0.5/0.5), as answers and passages name what
+    an elliptical query omits.
+    """
     if not history or strength == 0:
         return query
     v = query.astype(np.float64).copy()
     for s in history:
-        v += strength * s.weight * (
-            topic_vector(s.turn) if source == "topic" else s.turn.query_vector
-        )
+        v += strength * s.weight * topic(s.turn)
     out: Vector = l2_normalise(v)[0]
     return out

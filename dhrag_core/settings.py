@@ -47,11 +47,11 @@ class Settings:
         kb_k: Passages fetched from the knowledge base per query.
         context_k: Passages in the integrated context.
         expansion: Weight of the selected history in the expanded query vector.
-        expansion_source: What the expansion moves toward: each selected turn's ``"topic"``
-            vector (query + answer + passages) or its ``"query"`` vector.
-        chain_root: Also select the first turn of the best chain (the thread's anchor).
         rewrite_vector: Embed the rewritten query (one more encoding) as the base of the
             expanded query vector, instead of the raw query.
+        topic_answer_weight, topic_passage_weight: A turn's topic vector is its query plus
+            these weights times its answer and its passages' mean (clustering, chains and
+            expansion all use it).
         history_bonus: Integration logit bonus of a history passage per unit history weight.
         answer_bonus: Further bonus per unit history weight and unit cosine between the
             passage and the answer given with it (the passages the answer drew on).
@@ -86,8 +86,8 @@ class Settings:
     kb_k: int = 20
     context_k: int = 10
     expansion: float = 0.5
-    expansion_source: str = "topic"
-    chain_root: bool = False
+    topic_answer_weight: float = 3.0
+    topic_passage_weight: float = 3.0
     rewrite_vector: bool = False
     history_bonus: float = 0.0
     answer_bonus: float = 0.0
@@ -118,13 +118,11 @@ class Settings:
             _check_range(name, getattr(self, name), 1, 10**6, integer=True)
         _check_range("min_tree_turns", self.min_tree_turns, 0, 10**9, integer=True)
         _check_range("expansion", self.expansion, 0.0, 100.0)
+        _check_range("topic_answer_weight", self.topic_answer_weight, 0.0, 100.0)
+        _check_range("topic_passage_weight", self.topic_passage_weight, 0.0, 100.0)
         _check_range("history_bonus", self.history_bonus, -10.0, 10.0)
         _check_range("answer_bonus", self.answer_bonus, -10.0, 10.0)
         _check_range("temperature", self.temperature, 1e-6, 100.0)
-        if self.expansion_source not in ("topic", "query"):
-            raise ValueError(
-                f"expansion_source must be 'topic' or 'query', got {self.expansion_source!r}"
-            )
         if self.relevance_contrast is not None:
             _check_range("relevance_contrast", self.relevance_contrast, 1e-6, 100.0)
         if self.relevance not in ("query", "topic", "max"):
