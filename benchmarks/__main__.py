@@ -24,6 +24,7 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
+import benchmarks.dhrag_systems  # noqa: F401  (registers dhrag and its ablations)
 from benchmarks.convert_mtrag import convert
 from benchmarks.data import KB_FILE, TASKS_FILE
 

@@ -62,13 +62,44 @@ def latency_ms(run: SystemRun) -> dict[str, float]:
     return out
 
 
-def _p_value(run: SystemRun, base: SystemRun | None) -> float | None:
+def _p_value(
+    run: SystemRun, base: SystemRun | None, metric: str = PVALUE_METRIC,
+    keep: Callable[[TaskScore], bool] = lambda s: True,
+) -> float | None:
     if base is None or base.name == run.name:
         return None
-    ours = {s.task_id: s.values[PVALUE_METRIC] for s in run.scores}
-    theirs = {s.task_id: s.values[PVALUE_METRIC] for s in base.scores}
+    ours = {s.task_id: s.values[metric] for s in run.scores if keep(s)}
+    theirs = {s.task_id: s.values[metric] for s in base.scores if keep(s)}
     common = [t for t in ours if t in theirs]
     return paired_randomisation_test([ours[t] for t in common], [theirs[t] for t in common])
+
+
+FOCUS = "dhrag"
+"""The system compared with every other one in its own section, when it ran."""
+
+
+def _deep(s: TaskScore) -> bool:
+    return depth_bucket(s.turn) == "5+"
+
+
+def _focus(result: RunResult) -> dict[str, Any] | None:
+    """The focus system against each other system: deltas and paired p-values."""
+    focus = next((s for s in result.systems if s.name == FOCUS), None)
+    if focus is None:
+        return None
+    rows = []
+    for other in result.systems:
+        if other.name == FOCUS or other.name.startswith(FOCUS + "-"):
+            continue
+        row: dict[str, Any] = {"system": other.name, "reference": other.reference}
+        for metric in ("MRR@10", "nDCG@10"):
+            for label, keep in (("all", lambda s: True), ("5+", _deep)):
+                a = [s.values[metric] for s in focus.scores if keep(s)]
+                b = [s.values[metric] for s in other.scores if keep(s)]
+                row[f"{metric}_{label}_delta"] = float(np.mean(a) - np.mean(b))
+                row[f"{metric}_{label}_p"] = _p_value(focus, other, metric, keep)
+        rows.append(row)
+    return {"system": FOCUS, "rows": rows}
 
 
 def _system_summary(run: SystemRun, base: SystemRun | None) -> dict[str, Any]:
@@ -117,6 +148,7 @@ def summarise(result: RunResult) -> dict[str, Any]:
         },
         "systems": systems,
         "tuning": _tuning(systems),
+        "focus": _focus(result),
     }
 
 
@@ -195,6 +227,17 @@ def markdown(summary: Mapping[str, Any]) -> str:
         for fam, t in summary["tuning"].items():
             out.append(f"- `{fam}`: best `{t['best']}` ({_fmt(t['MRR@10'][t['best']])}) "
                        f"among {len(t['MRR@10'])} settings")
+    if summary.get("focus"):
+        out += ["", f"## {summary['focus']['system']} against each system", "",
+                "Difference of means (focus minus other) with the paired randomisation p-value, "
+                "overall and at turn depth 5+.", "",
+                "| other | dMRR@10 | p | dnDCG@10 | p | dMRR@10 5+ | p | dnDCG@10 5+ | p |",
+                "|---|---|---|---|---|---|---|---|---|"]
+        for r in summary["focus"]["rows"]:
+            cells = [f"{r[f'{m}_{d}_delta']:+.3f} | {_fmt(r[f'{m}_{d}_p'], 4)}"
+                     for d in ("all", "5+") for m in ("MRR@10", "nDCG@10")]
+            name = r["system"] + (" (reference)" if r["reference"] else "")
+            out.append(f"| {name} | " + " | ".join(cells) + " |")
     out += ["", "## Where the gold passages are (evaluated tasks at turn >= 2)", "",
             "Share of tasks with a gold passage in the system's own top-k (query), among the "
             "passages it retrieved at earlier turns (history), or in either.", "",
