@@ -4,8 +4,11 @@ from dhrag_core.embedding import Embedder, HashingEmbedder, MiniLMEmbedder, l2_n
 from dhrag_core.engine import DHRAG
 from dhrag_core.history import AddResult, HistoryDatabase, PassageHit
 from dhrag_core.index import VectorIndex
+from dhrag_core.ingest import load_kb, load_passages
 from dhrag_core.integration import Candidate, integrate, softmax
 from dhrag_core.knowledge import FaissKnowledgeBase, KnowledgeBase
+from dhrag_core.llm import LLM, LLMError, OpenAICompatibleLLM
+from dhrag_core.llm_rewriting import LLMRewriter
 from dhrag_core.records import (
     ContextItem,
     HistoryHit,
@@ -23,6 +26,7 @@ __version__ = "0.1.0"
 
 __all__ = [
     "DHRAG",
+    "LLM",
     "AddResult",
     "Candidate",
     "ContextItem",
@@ -34,9 +38,12 @@ __all__ = [
     "HistoryHit",
     "HistoryStore",
     "KnowledgeBase",
+    "LLMError",
+    "LLMRewriter",
     "LightRewriter",
     "MemoryStore",
     "MiniLMEmbedder",
+    "OpenAICompatibleLLM",
     "Passage",
     "PassageHit",
     "QueryRewriter",
@@ -52,6 +59,8 @@ __all__ = [
     "__version__",
     "integrate",
     "l2_normalise",
+    "load_kb",
+    "load_passages",
     "open_store",
     "softmax",
 ]

@@ -10,6 +10,7 @@ from collections.abc import Sequence
 from typing import TextIO
 
 from dhrag_core.answering import ExtractiveAnswerer
+from dhrag_core.chat import add_chat_arguments, run_chat
 from dhrag_core.demo import DEMO_TURNS, load_demo_kb
 from dhrag_core.embedding import MiniLMEmbedder
 from dhrag_core.engine import DHRAG
@@ -92,6 +93,9 @@ def build_parser() -> argparse.ArgumentParser:
     demo.add_argument("--store", default="memory",
                       help="history store: memory (default) or sqlite:///path.db")
     demo.set_defaults(func=run_demo)
+    chat = sub.add_parser("chat", help="chat with DH-RAG over your own files (LLM optional)")
+    add_chat_arguments(chat)
+    chat.set_defaults(func=run_chat)
     return ap
 
 

@@ -109,23 +109,6 @@ class VectorIndex(Generic[K]):
         top = top[np.argsort(-sims[top], kind="stable")]
         return [(self._keys[int(i)], float(sims[i])) for i in top]  # type: ignore[misc]
 
-    def search_many(self, queries: np.ndarray, k: int) -> list[list[tuple[K, float]]]:
-        """Batch top-``k`` through FAISS (multi-threaded; worth it from a few queries up)."""
-        q = self._check(queries)
-        if k <= 0 or not self._slot:
-            return [[] for _ in range(q.shape[0])]
-        want = min(k + len(self._free), self._index.ntotal)
-        scores, slots = self._index.search(q, want)
-        out: list[list[tuple[K, float]]] = []
-        for row_scores, row_slots in zip(scores, slots, strict=True):
-            hits: list[tuple[K, float]] = []
-            for v, s in zip(row_scores, row_slots, strict=True):
-                key = self._keys[s] if s >= 0 else None
-                if key is not None and len(hits) < k:
-                    hits.append((key, float(v)))
-            out.append(hits)
-        return out
-
     def slot_of(self, key: K) -> int:
         """The slot holding ``key`` (KeyError if absent); slots are stable until removal."""
         return self._slot[key]
@@ -149,10 +132,3 @@ class VectorIndex(Generic[K]):
         slots = np.flatnonzero(self._live[: self._index.ntotal])
         sims = self._storage() @ q
         return slots, sims[slots]
-
-    def vectors(self, keys: list[K]) -> Vector:
-        """Stored vectors of ``keys`` (KeyError for an unknown key)."""
-        slots = [self._slot[k] for k in keys]
-        return np.array(self._storage()[slots], dtype=np.float32).reshape(
-            len(keys), self.dimension
-        )

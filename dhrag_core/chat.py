@@ -1,0 +1,378 @@
+"""``dhrag chat``: an interactive DH-RAG conversation over your own files.
+
+Each line typed is one turn: ``select`` (history, rewritten query, integrated context), an
+answer -- from an OpenAI-compatible LLM when one is configured, else the offline extractive
+answerer, labelled as such -- then ``record``. The session lives in a SQLite file, so a restart
+with the same ``--session`` continues the conversation.
+"""
+
+from __future__ import annotations
+
+import argparse
+import atexit
+import contextlib
+import logging
+import os
+import sys
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TextIO
+
+from dhrag_core.answering import ExtractiveAnswerer
+from dhrag_core.embedding import Embedder, HashingEmbedder, MiniLMEmbedder
+from dhrag_core.engine import DHRAG
+from dhrag_core.history import HistoryDatabase
+from dhrag_core.ingest import load_kb
+from dhrag_core.llm import LLM, LLMError, Message, OpenAICompatibleLLM, llm_from_env
+from dhrag_core.llm_rewriting import LLMRewriter
+from dhrag_core.records import Passage, Selection
+from dhrag_core.store import SQLiteStore
+from dhrag_core.validation import check_session_id
+
+__all__ = [
+    "ChatSession",
+    "LLMAnswerer",
+    "Reply",
+    "add_chat_arguments",
+    "chat_loop",
+    "default_store_url",
+    "run_chat",
+]
+
+log = logging.getLogger(__name__)
+
+COMMANDS = "/trace  /reset  /save  /help  /quit"
+ANSWER_SYSTEM_PROMPT = (
+    "You are a helpful assistant in a multi-turn conversation. Answer the user's last "
+    "question from the numbered context passages (cite them like [1]) and the conversation. "
+    "If the context does not hold the answer, say so briefly. Be concise."
+)
+
+
+def default_store_url() -> str:
+    """``sqlite:///$XDG_DATA_HOME/dhrag/chat.db`` (default ``~/.local/share/dhrag/chat.db``)."""
+    base = os.environ.get("XDG_DATA_HOME") or str(Path.home() / ".local" / "share")
+    return f"sqlite:///{Path(base).expanduser() / 'dhrag' / 'chat.db'}"
+
+
+def _short(text: str, width: int) -> str:
+    text = " ".join(text.split())
+    return text if len(text) <= width else text[: width - 1] + "…"
+
+
+def _body(p: Passage) -> str:
+    """Passage text without its heading line."""
+    return p.text.split("\n", 1)[-1] if "\n" in p.text.strip() else p.text
+
+
+@dataclass(frozen=True)
+class Reply:
+    """An answer and where it came from: ``"llm"``, ``"extract"`` or ``"none"``."""
+
+    text: str
+    source: str
+    passages: tuple[Passage, ...] = ()
+    note: str = ""
+
+
+class LLMAnswerer:
+    """Answers from the raw question, the integrated context and the selected history turns.
+
+    Args:
+        llm: Any ``LLM``.
+        passages: Most context passages shown.
+        max_passage_chars: Each passage is clipped to this.
+        max_tokens, temperature, timeout: Passed to ``llm.complete``.
+    """
+
+    def __init__(
+        self, llm: LLM, *, passages: int = 5, max_passage_chars: int = 1500,
+        max_tokens: int = 512, temperature: float = 0.2, timeout: float = 60.0,
+    ) -> None:
+        self.llm = llm
+        self.passages = passages
+        self.max_passage_chars = max_passage_chars
+        self.max_tokens = max_tokens
+        self.temperature = temperature
+        self.timeout = timeout
+
+    def messages(self, selection: Selection) -> list[Message]:
+        """System prompt, the selected history as user/assistant turns, then context + question.
+        """
+        msgs: list[Message] = [{"role": "system", "content": ANSWER_SYSTEM_PROMPT}]
+        for s in sorted(selection.history, key=lambda s: s.turn.index):
+            msgs.append({"role": "user", "content": s.turn.query})
+            if s.turn.response.strip():
+                msgs.append({"role": "assistant", "content": s.turn.response})
+        ctx = "\n\n".join(
+            f"[{i}] {p.title or p.id or 'passage'}: {_short(_body(p), self.max_passage_chars)}"
+            for i, p in enumerate(selection.passages[: self.passages], 1)
+        )
+        msgs.append({"role": "user",
+                     "content": f"Context:\n{ctx or '(none)'}\n\nQuestion: {selection.query}"})
+        return msgs
+
+    def answer(self, selection: Selection) -> str:
+        """The LLM's answer (raises ``LLMError`` on failure)."""
+        return self.llm.complete(self.messages(selection), max_tokens=self.max_tokens,
+                                 temperature=self.temperature, timeout=self.timeout).strip()
+
+
+class ChatSession:
+    """One conversation: ask, trace, reset; what the ``dhrag chat`` loop drives.
+
+    Args:
+        rag: The pipeline (its history store keeps the session).
+        session_id: Conversation name.
+        llm: Generates answers when given; else (or when it fails) extracts them.
+        store_url: Shown by ``where``.
+    """
+
+    def __init__(
+        self, rag: DHRAG, session_id: str, *, llm: LLM | None = None,
+        store_url: str = "memory",
+    ) -> None:
+        self.rag = rag
+        self.session_id = check_session_id(session_id)
+        self.llm_answerer = LLMAnswerer(llm) if llm is not None else None
+        self.extractive = ExtractiveAnswerer(rag.history.embedder)
+        self.store_url = store_url
+        self.last: tuple[Selection, Reply] | None = None
+
+    @property
+    def turns(self) -> int:
+        """Turns stored for this session."""
+        return self.rag.history.size(self.session_id)
+
+    def _extract(self, sel: Selection, note: str = "") -> Reply:
+        found = self.extractive.answer(sel.rewritten_query, sel.passages)
+        if found is None:
+            return Reply("(no answer in the context)", "none", note=note)
+        return Reply(found.text, "extract", (found.passage,), note)
+
+    def answer(self, sel: Selection) -> Reply:
+        """The LLM's answer, else (no LLM, or it failed) the best context sentence."""
+        if self.llm_answerer is None:
+            return self._extract(sel)
+        try:
+            text = self.llm_answerer.answer(sel)
+        except LLMError as exc:
+            log.warning("%s", exc)
+            return self._extract(sel, note=f"LLM failed: {_short(str(exc), 160)}")
+        shown = tuple(sel.passages[: self.llm_answerer.passages])
+        return Reply(text, "llm", shown)
+
+    def ask(self, question: str) -> tuple[Selection, Reply]:
+        """One turn: select, answer, record."""
+        sel = self.rag.select(self.session_id, question)
+        reply = self.answer(sel)
+        self.rag.record(self.session_id, question, reply.text, selection=sel,
+                        metadata={"answered_by": reply.source})
+        self.last = (sel, reply)
+        return sel, reply
+
+    def reset(self) -> int:
+        """Forget the session; the number of turns forgotten."""
+        n = self.turns
+        self.rag.reset(self.session_id)
+        self.last = None
+        return n
+
+    def where(self) -> str:
+        """Where the session persists, in words."""
+        store = self.rag.history.store
+        if isinstance(store, SQLiteStore):
+            return (f"session {self.session_id!r} is saved after every turn in "
+                    f"{self.store_url.removeprefix('sqlite:///')} ({self.turns} turns); "
+                    f"continue it with --session {self.session_id} --store {self.store_url}")
+        return (f"session {self.session_id!r} is in memory only ({self.turns} turns) and ends "
+                "with this process; pass --store sqlite:///PATH.db to keep it")
+
+    def trace(self) -> str:
+        """The last turn's selection: rewritten query, selected history, context weights."""
+        if self.last is None:
+            return "(no turn yet in this process)"
+        sel, reply = self.last
+        lines = [f"trace of {sel.query!r}", f"  rewritten query: {sel.rewritten_query}"]
+        if sel.history:
+            lines.append("  selected history:")
+            for h in sel.history:
+                lines.append(
+                    f"    turn {h.turn.index + 1} {_short(h.turn.query, 60)!r} -> "
+                    f"{_short(h.turn.response, 50)!r}  weight={h.weight:.3f} "
+                    f"(relevance={h.relevance:.3f} recency={h.recency:.3f})  "
+                    f"cluster {h.cluster_id} [{h.cluster_label}]  chain {h.chain_id}  "
+                    f"via {'+'.join(h.via)}"
+                )
+        else:
+            lines.append("  selected history: (none)")
+        lines.append("  context:")
+        for i, c in enumerate(sel.context, 1):
+            turn = f" (turn {c.selected.turn.index + 1})" if c.selected is not None else ""
+            lines.append(
+                f"    {i:>2}. weight={c.weight:.3f} similarity={c.similarity:.3f} "
+                f"{c.source}{turn} [{c.passage.title}] {c.passage.id or ''}"
+            )
+        lines.append(f"  answered by: {reply.source}")
+        return "\n".join(lines)
+
+
+def render(reply: Reply) -> str:
+    """A reply as the chat prints it."""
+    if reply.source == "llm":
+        cites = ", ".join(f"[{i}] {p.title or p.id}" for i, p in enumerate(reply.passages, 1))
+        return f"dhrag> {reply.text}\n       sources: {cites or '(none)'}"
+    note = f"; {reply.note}" if reply.note else ""
+    if reply.source == "extract":
+        p = reply.passages[0]
+        return (f"dhrag> (extract, no LLM{note}) {reply.text}\n"
+                f"       source: [{p.title}] {p.id or ''}")
+    return f"dhrag> {reply.text}" + (f" ({reply.note})" if reply.note else "")
+
+
+def _lines(stdin: TextIO, stdout: TextIO, interactive: bool) -> Iterator[str]:
+    while True:
+        if interactive:
+            try:
+                yield input("you> ")
+            except EOFError:
+                stdout.write("\n")
+                return
+        else:
+            line = stdin.readline()
+            if not line:
+                return
+            yield line.rstrip("\n")
+
+
+def _readline_history() -> None:
+    try:
+        import readline
+    except ImportError:  # pragma: no cover - not on every platform
+        return
+    path = Path(default_store_url().removeprefix("sqlite:///")).with_name("chat_history")
+    with contextlib.suppress(OSError):
+        readline.read_history_file(path)
+
+    def save() -> None:
+        with contextlib.suppress(OSError):
+            path.parent.mkdir(parents=True, exist_ok=True)
+            readline.set_history_length(1000)
+            readline.write_history_file(path)
+
+    atexit.register(save)
+
+
+def chat_loop(
+    session: ChatSession, stdin: TextIO, stdout: TextIO, *, interactive: bool = False
+) -> int:
+    """Read questions and commands until ``/quit`` or end of input; 0 when done."""
+    for raw in _lines(stdin, stdout, interactive):
+        line = raw.strip()
+        if not line:
+            continue
+        command = line.split()[0].lower() if line.startswith("/") else None
+        if command in ("/quit", "/exit"):
+            break
+        if command == "/trace":
+            out = session.trace()
+        elif command == "/reset":
+            out = f"forgot session {session.session_id!r} ({session.reset()} turns)"
+        elif command == "/save":
+            out = session.where()
+        elif command is not None:
+            out = f"commands: {COMMANDS}" if command == "/help" else (
+                f"unknown command {command}; commands: {COMMANDS}")
+        else:
+            try:
+                _, reply = session.ask(line)
+                out = render(reply)
+            except (TypeError, ValueError) as exc:
+                out = f"error: {exc}"
+        stdout.write(out + "\n")
+        stdout.flush()
+    stdout.write("bye\n")
+    stdout.flush()
+    return 0
+
+
+def add_chat_arguments(parser: argparse.ArgumentParser) -> None:
+    """The options of ``dhrag chat``."""
+    parser.add_argument("--kb", required=True, type=Path,
+                        help="folder of .txt/.md files, or a .jsonl of {id, text, title}")
+    parser.add_argument("--session", default="default", help="conversation name (default: "
+                        "default); the same name continues a stored conversation")
+    parser.add_argument("--store", default=None,
+                        help="history store: sqlite:///PATH.db (default: "
+                             "~/.local/share/dhrag/chat.db) or memory")
+    parser.add_argument("--base-url", default=None,
+                        help="OpenAI-compatible endpoint (default: $OPENAI_BASE_URL)")
+    parser.add_argument("--model", default=None,
+                        help="model name (default: $DHRAG_MODEL or $OPENAI_MODEL); without a "
+                             "model, answers are extracts from the context (no LLM)")
+    parser.add_argument("--api-key", default=None, help="API key (default: $OPENAI_API_KEY)")
+    parser.add_argument("--timeout", type=float, default=60.0, help="LLM timeout in seconds")
+    parser.add_argument("--llm-rewrite", action="store_true",
+                        help="rewrite follow-up questions with the LLM too (default: light)")
+    parser.add_argument("--embedder", choices=("minilm", "hashing"), default="minilm",
+                        help=argparse.SUPPRESS)
+
+
+def _store_url(arg: str | None) -> str:
+    url = arg or default_store_url()
+    if url.startswith("sqlite:///"):
+        path = Path(url.removeprefix("sqlite:///")).expanduser()
+        url = f"sqlite:///{path}"
+    return url
+
+
+def run_chat(args: argparse.Namespace, stdin: TextIO | None = None,
+             stdout: TextIO | None = None) -> int:
+    """The ``dhrag chat`` command."""
+    stdin = sys.stdin if stdin is None else stdin
+    stdout = sys.stdout if stdout is None else stdout
+    try:
+        llm: OpenAICompatibleLLM | None = llm_from_env(args.base_url, args.model, args.api_key,
+                                                       timeout=args.timeout)
+        embedder: Embedder = HashingEmbedder() if args.embedder == "hashing" else MiniLMEmbedder()
+        store = _store_url(args.store)
+        history = HistoryDatabase(embedder=embedder, store=store)
+        earlier = history.size(check_session_id(args.session))  # fails fast on a bad store
+        kb = load_kb(args.kb, embedder)
+        rewriter = LLMRewriter(llm) if llm is not None and args.llm_rewrite else None
+        rag = DHRAG(kb, history=history, rewriter=rewriter)
+        session = ChatSession(rag, args.session, llm=llm, store_url=store)
+    except (OSError, ValueError, TypeError) as exc:
+        sys.stderr.write(f"dhrag chat: error: {exc}\n")
+        return 2
+    answers = f"LLM {llm.model} at {llm.base_url}" if llm else "extracts (no LLM)"
+    if llm is None and os.environ.get("OPENAI_BASE_URL"):
+        answers += " -- OPENAI_BASE_URL is set but no model: pass --model or set DHRAG_MODEL"
+    stdout.write(
+        f"dhrag chat: {len(kb)} passages from {args.kb}; session {args.session!r} "
+        f"({'continuing, ' + str(earlier) + ' earlier turns' if earlier else 'new'}) in "
+        f"{store}; answers: {answers}\ncommands: {COMMANDS}\n"
+    )
+    stdout.flush()
+    interactive = stdin.isatty() and stdin is sys.stdin
+    if interactive:
+        _readline_history()
+    try:
+        return chat_loop(session, stdin, stdout, interactive=interactive)
+    except KeyboardInterrupt:
+        stdout.write("\nbye\n")
+        return 130
+    finally:
+        rag.history.close()
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """``python -m dhrag_core.chat``: the chat command alone."""
+    ap = argparse.ArgumentParser(prog="dhrag chat", description=__doc__)
+    add_chat_arguments(ap)
+    return run_chat(ap.parse_args(argv))
+
+
+if __name__ == "__main__":
+    sys.exit(main())

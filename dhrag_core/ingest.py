@@ -1,0 +1,316 @@
+"""Knowledge bases from files: a folder of ``.txt``/``.md`` documents or a JSONL of passages.
+
+Documents are split on paragraph boundaries into passages of about 120-200 words. Passage
+embeddings are cached outside the repository, in ``$DHRAG_CACHE/kb`` (default
+``~/.cache/dhrag/kb``), keyed by the SHA-1 of the embedder's identity and the passage texts, so
+a second start with the same files and model skips the encoding.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import os
+import re
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from dhrag_core.embedding import Embedder, MiniLMEmbedder
+from dhrag_core.knowledge import FaissKnowledgeBase
+from dhrag_core.records import Passage, Vector
+
+__all__ = [
+    "DOCUMENT_SUFFIXES",
+    "default_cache_dir",
+    "embed_cached",
+    "embedder_id",
+    "load_kb",
+    "load_passages",
+    "split_passages",
+]
+
+log = logging.getLogger(__name__)
+
+DOCUMENT_SUFFIXES = (".txt", ".md")
+_PARAGRAPH = re.compile(r"\n[ \t]*\n")
+_SENTENCE = re.compile(r"(?<=[.!?])\s+")
+
+
+def _pieces(paragraph: str, max_words: int) -> Iterator[str]:
+    """A paragraph cut at sentence ends (at word counts if need be) into <= max_words."""
+    words = paragraph.split()
+    if len(words) <= max_words:
+        yield paragraph
+        return
+    cur: list[str] = []
+    for sentence in _SENTENCE.split(paragraph):
+        sw = sentence.split()
+        while len(sw) > max_words:  # one huge "sentence": cut at words
+            if cur:
+                yield " ".join(cur)
+                cur = []
+            yield " ".join(sw[:max_words])
+            sw = sw[max_words:]
+        if cur and len(cur) + len(sw) > max_words:
+            yield " ".join(cur)
+            cur = []
+        cur.extend(sw)
+    if cur:
+        yield " ".join(cur)
+
+
+def split_passages(text: str, min_words: int = 120, max_words: int = 200) -> list[str]:
+    """Passages of ``min_words``-``max_words`` words made of whole paragraphs.
+
+    Paragraphs (blank-line separated) are joined until a passage has ``min_words``; none
+    exceeds ``max_words`` (longer paragraphs are cut at sentence ends). A short tail is merged
+    into the previous passage when the two fit in ``max_words``.
+    """
+    if not 1 <= min_words <= max_words:
+        raise ValueError(f"need 1 <= min_words <= max_words, got {min_words}, {max_words}")
+    paragraphs = [" ".join(p.split()) for p in _PARAGRAPH.split(text.replace("\r\n", "\n"))]
+    chunks: list[list[str]] = []
+    cur: list[str] = []
+    n = 0
+    for para in filter(None, paragraphs):
+        for piece in _pieces(para, max_words):
+            w = len(piece.split())
+            if cur and (n >= min_words or n + w > max_words):
+                chunks.append(cur)
+                cur, n = [], 0
+            cur.append(piece)
+            n += w
+    if cur:
+        tail_fits = chunks and n < min_words and (
+            sum(len(p.split()) for p in chunks[-1]) + n <= max_words
+        )
+        if tail_fits:
+            chunks[-1].extend(cur)
+        else:
+            chunks.append(cur)
+    return ["\n\n".join(c) for c in chunks]
+
+
+def _read_text(path: Path) -> str:
+    try:
+        return path.read_text(encoding="utf-8")
+    except UnicodeDecodeError as exc:
+        raise ValueError(f"{path} is not UTF-8 text ({exc.reason} at byte {exc.start})") from None
+
+
+def _documents(root: Path) -> list[Path]:
+    return sorted(
+        p for p in root.rglob("*")
+        if p.suffix.lower() in DOCUMENT_SUFFIXES and p.is_file()
+        and not any(part.startswith(".") for part in p.relative_to(root).parts)
+    )
+
+
+_MD_HEADING = re.compile(r"^ {0,3}#{1,6}[ \t]+(.*?)[ \t#]*$", re.M)
+
+
+def _heading_sentence(m: re.Match[str]) -> str:
+    text = m.group(1).strip()
+    return text if not text or text[-1] in ".!?:" else text + "."
+
+
+def _document_passages(path: Path, relative: str, min_words: int, max_words: int) -> list[Passage]:
+    heading = re.sub(r"[_-]+", " ", path.stem).strip() or path.name
+    text = _read_text(path)
+    if path.suffix.lower() == ".md":  # "# Title" -> "Title." so it reads as its own sentence
+        text = _MD_HEADING.sub(_heading_sentence, text)
+    return [
+        Passage(text=f"{heading}\n{body}", id=f"{relative}#{n}", title=path.name,
+                metadata={"source": relative})
+        for n, body in enumerate(split_passages(text, min_words, max_words))
+    ]
+
+
+def _jsonl_passages(path: Path) -> list[Passage]:
+    out: list[Passage] = []
+    seen: dict[str, int] = {}
+    with path.open(encoding="utf-8", errors="strict") as f:
+        for lineno, line in enumerate(f, 1):
+            if not line.strip():
+                continue
+            where = f"{path}:{lineno}"
+            try:
+                row: Any = json.loads(line)
+            except json.JSONDecodeError as exc:
+                raise ValueError(f"{where}: invalid JSON ({exc.msg})") from None
+            if not isinstance(row, dict):
+                raise ValueError(f"{where}: expected an object with 'id' and 'text'")
+            pid, text, title = row.get("id"), row.get("text"), row.get("title", "")
+            if isinstance(pid, int) and not isinstance(pid, bool):
+                pid = str(pid)
+            if not isinstance(pid, str) or not pid:
+                raise ValueError(f"{where}: 'id' must be a non-empty string")
+            if not isinstance(text, str) or not text.strip():
+                raise ValueError(f"{where}: 'text' must be a non-empty string")
+            if not isinstance(title, str):
+                raise ValueError(f"{where}: 'title' must be a string")
+            if pid in seen:
+                raise ValueError(f"{where}: duplicate id {pid!r} (first on line {seen[pid]})")
+            seen[pid] = lineno
+            meta = {k: v for k, v in row.items() if k not in ("id", "text", "title")}
+            out.append(Passage(text=text, id=pid, title=title, metadata=meta))
+    return out
+
+
+def load_passages(path: str | Path, min_words: int = 120, max_words: int = 200) -> list[Passage]:
+    """Passages from a folder of ``.txt``/``.md`` files (recursively), one such file, or a
+    ``.jsonl`` of ``{"id", "text", "title"?}`` objects.
+
+    Document passages get ``id = "relative/path#n"`` (n from 0), ``title`` = the file name, and
+    text = a heading line made from the file name, then the passage.
+
+    Raises:
+        FileNotFoundError: ``path`` does not exist.
+        ValueError: No passages, an unsupported file type, a non-UTF-8 file, or a bad JSONL
+            line (the message names the line).
+    """
+    root = Path(path).expanduser()
+    if not root.exists():
+        raise FileNotFoundError(f"knowledge base path {root} does not exist")
+    if root.is_dir():
+        files = _documents(root)
+        if not files:
+            raise ValueError(f"knowledge base folder {root} has no .txt or .md files")
+        passages = [p for f in files
+                    for p in _document_passages(f, f.relative_to(root).as_posix(),
+                                                min_words, max_words)]
+    elif root.suffix.lower() == ".jsonl":
+        passages = _jsonl_passages(root)
+    elif root.suffix.lower() in DOCUMENT_SUFFIXES:
+        passages = _document_passages(root, root.name, min_words, max_words)
+    else:
+        raise ValueError(f"knowledge base {root} must be a folder, a .jsonl, .txt or .md file")
+    if not passages:
+        raise ValueError(f"knowledge base {root} holds no text")
+    return passages
+
+
+def default_cache_dir() -> Path:
+    """``$DHRAG_CACHE/kb``, else ``~/.cache/dhrag/kb``."""
+    root = os.environ.get("DHRAG_CACHE") or Path.home() / ".cache" / "dhrag"
+    return Path(root).expanduser() / "kb"
+
+
+def embedder_id(embedder: Embedder) -> str:
+    """What identifies an embedder's vectors: its class, dimension and model (if any)."""
+    model: Any = ""
+    if isinstance(embedder, MiniLMEmbedder):
+        model = embedder.model_path
+    else:
+        model = getattr(embedder, "model_path", None) or getattr(embedder, "model_name", "")
+    cls = type(embedder)
+    return f"{cls.__module__}.{cls.__qualname__}:{embedder.dimension}:{model}"
+
+
+def _progress(total: int, enabled: bool) -> Any:
+    if not enabled:
+        return None
+    try:
+        from tqdm import tqdm
+    except ImportError:
+        return None
+    return tqdm(total=total, unit="passage", desc="embedding knowledge base", file=sys.stderr)
+
+
+def embed_cached(
+    texts: list[str],
+    embedder: Embedder,
+    *,
+    cache_dir: str | Path | None = None,
+    progress: bool | None = None,
+    batch_size: int = 64,
+    model_id: str | None = None,
+) -> Vector:
+    """Embeddings of ``texts``, read from or written to ``<cache_dir>/<sha1>.npy``.
+
+    Args:
+        texts: Passage texts.
+        embedder: Encodes them on a cache miss.
+        cache_dir: Cache folder (default ``default_cache_dir()``).
+        progress: Show a tqdm bar (if tqdm is installed); default: when stderr is a terminal.
+        batch_size: Passages per encoding call.
+        model_id: Overrides ``embedder_id(embedder)`` in the cache key.
+    """
+    folder = Path(cache_dir).expanduser() if cache_dir is not None else default_cache_dir()
+    digest = hashlib.sha1((model_id or embedder_id(embedder)).encode())
+    for t in texts:
+        digest.update(b"\0" + t.encode("utf-8", "surrogatepass"))
+    path = folder / f"{digest.hexdigest()}.npy"
+    expected = (len(texts), embedder.dimension)
+    if path.is_file():
+        try:
+            cached = np.load(path, allow_pickle=False)
+            if cached.shape == expected and np.isfinite(cached).all():
+                log.info("knowledge base vectors from cache %s", path)
+                out: Vector = cached.astype(np.float32, copy=False)
+                return out
+            log.warning("ignoring cache %s: shape %s, expected %s", path, cached.shape, expected)
+        except (OSError, ValueError) as exc:
+            log.warning("ignoring unreadable cache %s: %s", path, exc)
+    t0 = time.perf_counter()
+    show = sys.stderr.isatty() if progress is None else progress
+    bar = _progress(len(texts), show)
+    chunks = []
+    try:
+        for start in range(0, len(texts), batch_size):
+            chunks.append(embedder.encode(texts[start : start + batch_size]))
+            if bar is not None:
+                bar.update(len(chunks[-1]))
+    finally:
+        if bar is not None:
+            bar.close()
+    vectors = (np.concatenate(chunks) if chunks
+               else np.zeros((0, embedder.dimension))).astype(np.float32)
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_name(f"{path.stem}.{os.getpid()}.tmp")
+        with tmp.open("wb") as f:
+            np.save(f, vectors)
+        os.replace(tmp, path)
+        log.info("embedded %d passages in %.1f s; cached in %s", len(texts),
+                 time.perf_counter() - t0, path)
+    except OSError as exc:
+        log.warning("could not cache knowledge base vectors in %s: %s", folder, exc)
+    return vectors
+
+
+def load_kb(
+    path: str | Path,
+    embedder: Embedder | None = None,
+    *,
+    cache_dir: str | Path | None = None,
+    progress: bool | None = None,
+    min_words: int = 120,
+    max_words: int = 200,
+) -> FaissKnowledgeBase:
+    """A ``FaissKnowledgeBase`` over ``load_passages(path)``, with cached embeddings.
+
+    Args:
+        path: Folder of ``.txt``/``.md`` files, one such file, or a ``.jsonl`` of passages.
+        embedder: Default: offline MiniLM.
+        cache_dir: Embedding cache folder (default ``$DHRAG_CACHE/kb`` or ``~/.cache/dhrag/kb``).
+        progress: Progress bar while embedding (default: when stderr is a terminal).
+        min_words: Passage size target, lower end.
+        max_words: Passage size limit.
+
+    Example:
+        >>> kb = load_kb("docs/", HashingEmbedder())  # doctest: +SKIP
+        >>> kb.search("how do I install it?", 3)[0].id  # doctest: +SKIP
+        'install.md#0'
+    """
+    passages = load_passages(path, min_words, max_words)
+    emb: Embedder = embedder if embedder is not None else MiniLMEmbedder()
+    vectors = embed_cached([p.text for p in passages], emb, cache_dir=cache_dir,
+                           progress=progress)
+    return FaissKnowledgeBase(passages, emb, vectors=vectors)

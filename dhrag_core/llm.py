@@ -1,0 +1,245 @@
+"""Chat-completion LLMs: a small protocol and a client for any OpenAI-compatible endpoint.
+
+Nothing here touches the network or imports ``openai`` until the first request, so building an
+``OpenAICompatibleLLM`` is free and configuration errors surface at construction.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import threading
+import weakref
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
+
+if TYPE_CHECKING:
+    from openai import AsyncOpenAI, OpenAI
+
+__all__ = [
+    "LLM",
+    "LLMError",
+    "Message",
+    "OpenAICompatibleLLM",
+    "llm_from_env",
+]
+
+Message = dict[str, str]
+
+#: Base URL used when only ``OPENAI_API_KEY`` is set (the OpenAI service itself).
+OPENAI_DEFAULT_BASE_URL = "https://api.openai.com/v1"
+#: Placeholder key for local servers (vLLM, llama.cpp, Ollama) that accept any key.
+NO_KEY = "sk-no-key"
+MODEL_ENV = ("DHRAG_MODEL", "OPENAI_MODEL")
+
+
+class LLMError(RuntimeError):
+    """A request to the LLM failed: connection, timeout, HTTP error or an unusable reply."""
+
+
+@runtime_checkable
+class LLM(Protocol):
+    """Completes a chat: a list of ``{"role": ..., "content": ...}`` messages to reply text.
+
+    Implementations raise ``LLMError`` (or a subclass) when no usable reply came back.
+    """
+
+    def complete(
+        self, messages: list[Message], *, max_tokens: int = ..., temperature: float = ...,
+        timeout: float = ...,
+    ) -> str: ...
+
+    async def acomplete(
+        self, messages: list[Message], *, max_tokens: int = ..., temperature: float = ...,
+        timeout: float = ...,
+    ) -> str: ...
+
+
+def _env(env: Mapping[str, str], *names: str) -> str | None:
+    for name in names:
+        value = env.get(name, "").strip()
+        if value:
+            return value
+    return None
+
+
+def _check_messages(messages: Any) -> list[Message]:
+    if not isinstance(messages, list) or not messages:
+        raise TypeError("messages must be a non-empty list of {'role', 'content'} dicts")
+    for i, m in enumerate(messages):
+        if not isinstance(m, dict) or not isinstance(m.get("role"), str) or not isinstance(
+            m.get("content"), str
+        ):
+            raise TypeError(f"messages[{i}] must be a dict with str 'role' and 'content'")
+    return messages
+
+
+def _check_request(max_tokens: Any, temperature: Any, timeout: Any) -> None:
+    if isinstance(max_tokens, bool) or not isinstance(max_tokens, int) or max_tokens < 1:
+        raise ValueError(f"max_tokens must be an int >= 1, got {max_tokens!r}")
+    if isinstance(temperature, bool) or not isinstance(temperature, (int, float)) or not (
+        0.0 <= temperature <= 2.0
+    ):
+        raise ValueError(f"temperature must be a number in [0, 2], got {temperature!r}")
+    if isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or not timeout > 0:
+        raise ValueError(f"timeout must be a number of seconds > 0, got {timeout!r}")
+
+
+class OpenAICompatibleLLM:
+    """Chat completions through the ``openai`` client against any OpenAI-compatible server.
+
+    Every argument left ``None`` is read from the environment: ``OPENAI_BASE_URL``,
+    ``OPENAI_API_KEY``, and the model from ``DHRAG_MODEL`` or ``OPENAI_MODEL``. With an API key
+    but no base URL, the OpenAI service is used; with a base URL but no key, a placeholder key
+    is sent (local servers ignore it). The client is created on the first request.
+
+    Args:
+        base_url: Endpoint root, e.g. ``http://localhost:8000/v1``.
+        model: Model name the server knows.
+        api_key: Bearer key.
+        timeout: Default seconds per request (each call may pass its own).
+        max_retries: Retries of the ``openai`` client on connection errors, 429 and 5xx
+            (0 by default, so a timeout means the caller waited ``timeout``, not a multiple).
+        env: Where to read the variables (default ``os.environ``).
+
+    Raises:
+        ValueError: No model, or neither a base URL nor an API key, is configured.
+    """
+
+    def __init__(
+        self,
+        base_url: str | None = None,
+        model: str | None = None,
+        api_key: str | None = None,
+        *,
+        timeout: float = 30.0,
+        max_retries: int = 0,
+        env: Mapping[str, str] | None = None,
+    ) -> None:
+        env = os.environ if env is None else env
+        model = model.strip() if isinstance(model, str) else _env(env, *MODEL_ENV)
+        if not model:
+            raise ValueError(
+                "model is not configured: pass model= (--model) or set DHRAG_MODEL or "
+                "OPENAI_MODEL"
+            )
+        base = base_url.strip() if isinstance(base_url, str) else _env(env, "OPENAI_BASE_URL")
+        key = api_key if isinstance(api_key, str) and api_key else _env(env, "OPENAI_API_KEY")
+        if not base:
+            if key is None:
+                raise ValueError(
+                    "base_url is not configured: pass base_url= (--base-url) or set "
+                    "OPENAI_BASE_URL (or OPENAI_API_KEY to use the OpenAI service)"
+                )
+            base = OPENAI_DEFAULT_BASE_URL
+        if not base.startswith(("http://", "https://")):
+            raise ValueError(f"base_url must start with http:// or https://, got {base!r}")
+        _check_request(1, 0.0, timeout)
+        if isinstance(max_retries, bool) or not isinstance(max_retries, int) or max_retries < 0:
+            raise ValueError(f"max_retries must be an int >= 0, got {max_retries!r}")
+        self.model: str = model
+        self.base_url: str = base.rstrip("/")
+        self.timeout = float(timeout)
+        self.max_retries = max_retries
+        self._api_key = key or NO_KEY
+        self._client: OpenAI | None = None
+        self._aclients: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, AsyncOpenAI] = (
+            weakref.WeakKeyDictionary()
+        )
+        self._lock = threading.Lock()
+
+    def __repr__(self) -> str:
+        return f"OpenAICompatibleLLM(base_url={self.base_url!r}, model={self.model!r})"
+
+    def _sync_client(self) -> OpenAI:
+        with self._lock:
+            if self._client is None:
+                from openai import OpenAI
+
+                self._client = OpenAI(base_url=self.base_url, api_key=self._api_key,
+                                      timeout=self.timeout, max_retries=self.max_retries)
+            return self._client
+
+    def _async_client(self) -> AsyncOpenAI:
+        # an httpx async client belongs to the event loop it first ran on: one per loop
+        loop = asyncio.get_running_loop()
+        with self._lock:
+            client = self._aclients.get(loop)
+            if client is None:
+                from openai import AsyncOpenAI
+
+                client = AsyncOpenAI(base_url=self.base_url, api_key=self._api_key,
+                                     timeout=self.timeout, max_retries=self.max_retries)
+                self._aclients[loop] = client
+            return client
+
+    def _request(
+        self, messages: list[Message], max_tokens: int, temperature: float, timeout: float | None
+    ) -> dict[str, Any]:
+        timeout = self.timeout if timeout is None else timeout
+        _check_request(max_tokens, temperature, timeout)
+        return {"model": self.model, "messages": _check_messages(messages),
+                "max_tokens": max_tokens, "temperature": float(temperature),
+                "timeout": float(timeout)}
+
+    def _text(self, response: Any) -> str:
+        try:
+            content = response.choices[0].message.content
+        except (AttributeError, IndexError, KeyError, TypeError) as exc:
+            raise LLMError(
+                f"{self.base_url} returned no chat completion ({type(response).__name__})"
+            ) from exc
+        if not isinstance(content, str) or not content.strip():
+            raise LLMError(f"{self.base_url} returned an empty completion")
+        return content
+
+    def _error(self, exc: Exception) -> LLMError:
+        return LLMError(f"chat completion at {self.base_url} (model {self.model!r}) failed: "
+                        f"{type(exc).__name__}: {exc}")
+
+    def complete(
+        self, messages: list[Message], *, max_tokens: int = 256, temperature: float = 0.0,
+        timeout: float | None = None,
+    ) -> str:
+        """The reply text to ``messages``.
+
+        Raises:
+            LLMError: The request failed or timed out, or the reply had no text.
+        """
+        request = self._request(messages, max_tokens, temperature, timeout)
+        try:
+            response = self._sync_client().chat.completions.create(**request)
+        except Exception as exc:
+            raise self._error(exc) from exc
+        return self._text(response)
+
+    async def acomplete(
+        self, messages: list[Message], *, max_tokens: int = 256, temperature: float = 0.0,
+        timeout: float | None = None,
+    ) -> str:
+        """``complete`` on the running event loop."""
+        request = self._request(messages, max_tokens, temperature, timeout)
+        try:
+            response = await self._async_client().chat.completions.create(**request)
+        except Exception as exc:
+            raise self._error(exc) from exc
+        return self._text(response)
+
+
+def llm_from_env(
+    base_url: str | None = None,
+    model: str | None = None,
+    api_key: str | None = None,
+    *,
+    env: Mapping[str, str] | None = None,
+    **kwargs: Any,
+) -> OpenAICompatibleLLM | None:
+    """An ``OpenAICompatibleLLM`` if an endpoint is asked for, else ``None``.
+
+    An endpoint is asked for when any argument is given or a model variable (``DHRAG_MODEL``,
+    ``OPENAI_MODEL``) is set; an incomplete configuration then raises ``ValueError``.
+    """
+    env = os.environ if env is None else env
+    if base_url is None and model is None and api_key is None and _env(env, *MODEL_ENV) is None:
+        return None
+    return OpenAICompatibleLLM(base_url, model, api_key, env=env, **kwargs)

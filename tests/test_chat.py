@@ -1,0 +1,406 @@
+"""``dhrag chat`` and knowledge-base ingestion, driven through stdin in real subprocesses."""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+import re
+import subprocess
+import sys
+import threading
+from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+from dhrag_core import HashingEmbedder
+from dhrag_core.chat import add_chat_arguments, run_chat
+from dhrag_core.cli import build_parser
+from dhrag_core.ingest import embed_cached, load_kb, load_passages, split_passages
+
+REPO = Path(__file__).resolve().parents[1]
+
+WALL = """# The Great Wall
+
+The Great Wall of China is a series of fortifications built across the northern borders of
+ancient Chinese states. It was built of stone, brick, tamped earth and wood.
+
+The wall is about 21,196 km long in total, according to a 2012 survey by the State
+Administration of Cultural Heritage.
+"""
+PIGS = """Guinea pigs originated in the Andes of South America. In the wild they live on grassy
+plains and sleep in burrows dug by other animals.
+
+Guinea pigs are popular household pets. They need company, fresh hay and vitamin C every day.
+"""
+BERLIN = "The Berlin Wall fell on 9 November 1989, after weeks of civil unrest in East Germany.\n"
+
+
+@pytest.fixture
+def kb(tmp_path: Path) -> Path:
+    root = tmp_path / "kb"
+    (root / "history").mkdir(parents=True)
+    (root / "great_wall.md").write_text(WALL)
+    (root / "guinea_pigs.txt").write_text(PIGS)
+    (root / "history" / "berlin.txt").write_text(BERLIN)
+    (root / ".hidden.txt").write_text("never indexed")
+    (root / "notes.pdf").write_text("not a text file")
+    return root
+
+
+def chat(tmp_path: Path, kb: Path, stdin: str, *args: str, store: bool = True,
+         env: dict[str, str] | None = None, code: int = 0) -> str:
+    """Run ``dhrag chat`` in a fresh process; its stdout (stderr on a non-zero exit)."""
+    base = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "HOME": str(tmp_path / "home"),
+            "DHRAG_CACHE": str(tmp_path / "cache"), "XDG_DATA_HOME": str(tmp_path / "data"),
+            "HF_HUB_OFFLINE": "1"}
+    cmd = [sys.executable, "-m", "dhrag_core.cli", "chat", "--kb", str(kb), *args]
+    if "--embedder" not in args:
+        cmd += ["--embedder", "hashing"]
+    if store:
+        cmd += ["--store", f"sqlite:///{tmp_path / 'chat.db'}"]
+    proc = subprocess.run(cmd, input=stdin, capture_output=True, text=True, timeout=120,
+                          env={**base, **(env or {})}, cwd=REPO)
+    assert proc.returncode == code, proc.stderr + proc.stdout
+    return proc.stdout if code == 0 else proc.stderr
+
+
+def block(out: str, start: str) -> str:
+    """The output from the line starting with ``start`` up to the next reply or command."""
+    tail = out[out.index(start):]
+    ends = [m.start() for m in re.finditer(r"\n(dhrag>|trace of|forgot|session |bye)", tail)]
+    return tail[: ends[0]] if ends else tail
+
+
+# -- ingestion -----------------------------------------------------------------------------
+
+
+def test_folder_passages_have_ids_titles_and_headings(kb: Path) -> None:
+    ps = load_passages(kb)
+    assert [p.id for p in ps] == ["great_wall.md#0", "guinea_pigs.txt#0", "history/berlin.txt#0"]
+    assert [p.title for p in ps] == ["great_wall.md", "guinea_pigs.txt", "berlin.txt"]
+    wall = ps[0].text
+    assert wall.startswith("great wall\nThe Great Wall.\n\nThe Great Wall of China is")
+    assert "#" not in wall and "21,196 km" in wall
+    assert load_passages(kb / "guinea_pigs.txt")[0].id == "guinea_pigs.txt#0"
+
+
+def test_split_keeps_paragraphs_whole_within_the_word_limits() -> None:
+    paragraphs = [" ".join(f"p{i}w{j}" for j in range(n)) + "."
+                  for i, n in enumerate([50, 60, 30, 90, 150, 20, 10])]
+    chunks = split_passages("\n\n".join(paragraphs), 120, 200)
+    sizes = [len(c.split()) for c in chunks]
+    assert all(s <= 200 for s in sizes), sizes
+    for p in paragraphs:  # no paragraph is cut
+        assert sum(p in c for c in chunks) == 1
+    assert sizes == [140, 90, 180]  # 50+60+30 | 90 (150 would overflow) | 150+20+10 (tail)
+    # a passage closes once it reaches min_words, even when the next paragraph would fit
+    three = "\n\n".join(" ".join(["w"] * n) for n in (130, 50, 80))
+    assert [len(c.split()) for c in split_passages(three, 120, 200)] == [130, 130]
+
+
+def test_split_cuts_long_paragraphs_at_sentence_ends() -> None:
+    sentence = " ".join(["word"] * 29) + " end."
+    chunks = split_passages(" ".join([sentence] * 12), 120, 200)  # 360 words, one paragraph
+    assert [len(c.split()) for c in chunks] == [180, 180]
+    assert all(c.endswith("end.") for c in chunks)
+    assert [len(c.split()) for c in split_passages("x " * 450, 120, 200)] == [200, 200, 50]
+    with pytest.raises(ValueError, match="min_words"):
+        split_passages("x", 300, 200)
+
+
+def test_jsonl_passages_and_line_numbered_errors(tmp_path: Path) -> None:
+    good = tmp_path / "kb.jsonl"
+    good.write_text('{"id": "a", "text": "Alpha text.", "title": "A", "url": "u"}\n\n'
+                    '{"id": 7, "text": "Beta text."}\n')
+    ps = load_passages(good)
+    assert [(p.id, p.title, p.text) for p in ps] == [("a", "A", "Alpha text."),
+                                                     ("7", "", "Beta text.")]
+    assert ps[0].metadata == {"url": "u"}
+    cases = {
+        '{"id": "a", "text": "x"}\n{"id": "b", "text": "y"\n': r"kb\.jsonl:2: invalid JSON",
+        '{"id": "a", "text": "x"}\n\n["list"]\n': r":3: expected an object",
+        '{"text": "x"}\n': r":1: 'id' must be",
+        '{"id": "a", "text": "  "}\n': r":1: 'text' must be",
+        '{"id": "a", "text": "x", "title": 3}\n': r":1: 'title' must be",
+        '{"id": "a", "text": "x"}\n{"id": "a", "text": "y"}\n': r":2: duplicate id 'a' .*line 1",
+        "\n\n": "holds no text",
+    }
+    for content, message in cases.items():
+        good.write_text(content)
+        with pytest.raises(ValueError, match=message):
+            load_passages(good)
+
+
+def test_load_errors_name_the_path(tmp_path: Path) -> None:
+    with pytest.raises(FileNotFoundError, match="does not exist"):
+        load_passages(tmp_path / "missing")
+    (tmp_path / "empty").mkdir()
+    (tmp_path / "empty" / "x.pdf").write_text("x")
+    with pytest.raises(ValueError, match=r"empty has no \.txt or \.md files"):
+        load_passages(tmp_path / "empty")
+    (tmp_path / "blank.txt").write_text("\n  \n")
+    with pytest.raises(ValueError, match="holds no text"):
+        load_passages(tmp_path / "blank.txt")
+    (tmp_path / "bad.txt").write_bytes(b"caf\xe9 latin-1")
+    with pytest.raises(ValueError, match=r"bad\.txt is not UTF-8"):
+        load_passages(tmp_path / "bad.txt")
+    with pytest.raises(ValueError, match="must be a folder"):
+        load_passages(tmp_path / "empty" / "x.pdf")
+
+
+class CountingEmbedder(HashingEmbedder):
+    def __init__(self, dimension: int = 64) -> None:
+        super().__init__(dimension)
+        self.encoded = 0
+
+    def encode(self, texts: Any) -> Any:
+        self.encoded += len(texts)
+        return super().encode(texts)
+
+
+def test_kb_vectors_are_cached_by_texts_and_model(kb: Path, tmp_path: Path) -> None:
+    cache = tmp_path / "vectors"
+    emb = CountingEmbedder()
+    first = load_kb(kb, emb, cache_dir=cache, progress=False)
+    assert emb.encoded == 3 and len(first) == 3
+    files = list(cache.glob("*.npy"))
+    assert len(files) == 1 and re.fullmatch(r"[0-9a-f]{40}\.npy", files[0].name)
+    again = CountingEmbedder()
+    second = load_kb(kb, again, cache_dir=cache, progress=False)
+    assert again.encoded == 0  # read from the cache
+    assert np.array_equal(first.vectors, second.vectors)
+    assert second.search("How long is the Great Wall?", 1)[0].id == "great_wall.md#0"
+    other = CountingEmbedder(dimension=32)  # another model: another key
+    load_kb(kb, other, cache_dir=cache, progress=False)
+    assert other.encoded == 3 and len(list(cache.glob("*.npy"))) == 2
+    (kb / "berlin2.txt").write_text("The Berlin Wall was 155 km long.")  # other texts
+    changed = CountingEmbedder()
+    load_kb(kb, changed, cache_dir=cache, progress=False)
+    assert changed.encoded == 4
+    files[0].write_bytes(b"not an npy file")  # a broken cache is rebuilt
+    broken = CountingEmbedder()
+    load_kb(kb / "great_wall.md", broken, cache_dir=cache, progress=False)
+    vec = embed_cached(["a", "b"], broken, cache_dir=cache, progress=True)
+    assert vec.shape == (2, 64) and vec.dtype == np.float32
+
+
+# -- the chat command ----------------------------------------------------------------------
+
+
+def test_chat_answers_traces_persists_and_resets(tmp_path: Path, kb: Path) -> None:
+    out = chat(tmp_path, kb, "What is the Great Wall built out of?\nHow long is it?\n/trace\n"
+               "/save\n/bogus\n")
+    assert "session 'default' (new)" in out and "answers: extracts (no LLM)" in out
+    first = block(out, "dhrag> ")
+    assert "(extract, no LLM)" in first and "source: [great_wall.md] great_wall.md#0" in first
+    assert "built" in first.split("\n")[0]
+    trace = block(out, "trace of 'How long is it?'")
+    assert "rewritten query: How long is it? (great wall)" in trace
+    assert re.search(r"turn 1 'What is the Great Wall built out of\?' -> .*weight=0\.\d+ "
+                     r"\(relevance=.* recency=.*\)\s+cluster \d+ \[.*\]\s+chain \d+", trace)
+    assert re.search(r"1\. weight=0\.\d+ similarity=.* kb \[great_wall\.md\]", trace)
+    assert f"saved after every turn in {tmp_path / 'chat.db'} (2 turns)" in out
+    assert "unknown command /bogus" in out and out.rstrip().endswith("bye")
+
+    # a new process continues the conversation from the SQLite store
+    out = chat(tmp_path, kb, "Who ordered its construction?\n/trace\n")
+    assert "session 'default' (continuing, 2 earlier turns)" in out
+    trace = block(out, "trace of 'Who ordered its construction?'")
+    assert "How long is it?" in trace and "selected history:\n    turn 2" in trace
+    assert re.search(r"rewritten query: Who ordered its construction\? \(.*wall", trace)
+
+    # /reset forgets; the next process starts anew
+    out = chat(tmp_path, kb, "/reset\nWho ordered its construction?\n/trace\n/quit\nignored\n")
+    assert "forgot session 'default' (3 turns)" in out
+    assert "selected history: (none)" in block(out, "trace of")
+    assert "ignored" not in out
+    out = chat(tmp_path, kb, "/trace\n")
+    assert "(continuing, 1 earlier turns)" in out and "(no turn yet in this process)" in out
+    # another session name is another conversation
+    assert "session 'bob' (new)" in chat(tmp_path, kb, "", "--session", "bob")
+
+
+def test_chat_default_store_and_errors(tmp_path: Path, kb: Path) -> None:
+    out = chat(tmp_path, kb, "Where do guinea pigs sleep?\n", store=False)
+    assert (tmp_path / "data" / "dhrag" / "chat.db").is_file()
+    assert "[guinea_pigs.txt]" in out
+    assert list((tmp_path / "cache" / "kb").glob("*.npy"))  # vectors cached under DHRAG_CACHE
+    err = chat(tmp_path, tmp_path / "nope", "", code=2)
+    assert "dhrag chat: error: knowledge base path" in err and "does not exist" in err
+    assert "model is not configured" in chat(tmp_path, kb, "", "--base-url", "http://x/v1",
+                                             code=2)
+    assert "unknown store url" in chat(tmp_path, kb, "", "--store", "redis://x", store=False,
+                                       code=2)
+    # the session was written with 256-d hashing vectors: another embedder is refused clearly
+    err = chat(tmp_path, kb, "", "--store", f"sqlite:///{tmp_path / 'data/dhrag/chat.db'}",
+               "--embedder", "minilm", store=False, code=2)
+    assert "256-d vectors" in err
+
+
+def test_chat_in_process_and_parser(
+    tmp_path: Path, kb: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("DHRAG_CACHE", str(tmp_path / "cache"))
+    monkeypatch.setenv("OPENAI_BASE_URL", "http://127.0.0.1:9/v1")
+    for name in ("DHRAG_MODEL", "OPENAI_MODEL"):
+        monkeypatch.delenv(name, raising=False)
+    args = build_parser().parse_args(["chat", "--kb", str(kb), "--embedder", "hashing",
+                                      "--store", "memory", "--session", "s1"])
+    assert args.func is run_chat and args.session == "s1"
+    out = io.StringIO()
+    assert run_chat(args, io.StringIO("Where do guinea pigs sleep?\n/save\n\n/help\n"), out) == 0
+    text = out.getvalue()
+    assert "in memory only (1 turns)" in text and "commands: /trace" in text
+    assert "(extract, no LLM)" in text and "OPENAI_BASE_URL is set but no model" in text
+    assert list((tmp_path / "cache" / "kb").glob("*.npy"))
+    import argparse
+
+    ap = argparse.ArgumentParser()
+    add_chat_arguments(ap)
+    assert "--embedder" not in ap.format_help()  # hidden test option
+
+
+# -- with an LLM ---------------------------------------------------------------------------
+
+
+class FakeOpenAI:
+    """A tiny OpenAI-compatible server: scripted replies, recorded request bodies."""
+
+    def __init__(self) -> None:
+        self.requests: list[dict[str, Any]] = []
+        self.replies: list[tuple[int, str]] = []
+        fake = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def log_message(self, *args: Any) -> None:
+                pass
+
+            def do_POST(self) -> None:
+                fake.requests.append(json.loads(self.rfile.read(
+                    int(self.headers["Content-Length"]))))
+                status, text = fake.replies.pop(0) if fake.replies else (200, "OK")
+                body = json.dumps({"id": "x", "object": "chat.completion", "created": 0,
+                                   "model": "m", "choices": [{
+                                       "index": 0, "finish_reason": "stop",
+                                       "message": {"role": "assistant", "content": text}}]})
+                payload = body.encode() if status == 200 else b'{"error": "boom"}'
+                self.send_response(status)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(payload)))
+                self.end_headers()
+                self.wfile.write(payload)
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.server.daemon_threads = True
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}/v1"
+        threading.Thread(target=self.server.serve_forever, args=(0.02,), daemon=True).start()
+
+
+@pytest.fixture
+def fake_llm() -> Iterator[FakeOpenAI]:
+    fake = FakeOpenAI()
+    yield fake
+    fake.server.shutdown()
+    fake.server.server_close()
+
+
+def test_chat_answers_with_the_llm(tmp_path: Path, kb: Path, fake_llm: FakeOpenAI) -> None:
+    fake_llm.replies += [(200, "Stone, brick, earth and wood [1]."),
+                         (200, "About 21,196 km [1]."), (500, "")]
+    env = {"OPENAI_BASE_URL": fake_llm.url, "DHRAG_MODEL": "fake-model"}
+    out = chat(tmp_path, kb, "What is the Great Wall built out of?\nHow long is it?\n"
+               "Who built it?\n", env=env)
+    assert f"answers: LLM fake-model at {fake_llm.url}" in out
+    assert "dhrag> Stone, brick, earth and wood [1].\n       sources: [1] great_wall.md" in out
+    assert "dhrag> About 21,196 km [1]." in out
+    # the LLM failed on the third turn: an extract, labelled, instead of an error
+    assert "dhrag> (extract, no LLM; LLM failed: " in out
+    second = fake_llm.requests[1]
+    assert second["model"] == "fake-model"
+    roles = [m["role"] for m in second["messages"]]
+    assert roles == ["system", "user", "assistant", "user"]
+    assert second["messages"][1]["content"] == "What is the Great Wall built out of?"
+    assert second["messages"][2]["content"] == "Stone, brick, earth and wood [1]."
+    last = second["messages"][-1]["content"]
+    assert last.endswith("Question: How long is it?")  # the raw question
+    assert "[1] great_wall.md: The Great Wall." in last and "21,196" in last
+
+
+def test_chat_flags_and_llm_rewriting(tmp_path: Path, kb: Path, fake_llm: FakeOpenAI) -> None:
+    fake_llm.replies += [(200, "Made of stone."), (200, "Standalone question: How long is the "
+                          "Great Wall of China?"), (200, "21,196 km.")]
+    out = chat(tmp_path, kb, "What is the Great Wall built out of?\nHow long is it?\n/trace\n",
+               "--base-url", fake_llm.url, "--model", "flag-model", "--api-key", "k",
+               "--llm-rewrite")
+    assert len(fake_llm.requests) == 3 and fake_llm.requests[0]["model"] == "flag-model"
+    rewrite_prompt = fake_llm.requests[1]["messages"][-1]["content"]
+    assert "User: What is the Great Wall built out of?\nAssistant: Made of stone." in (
+        rewrite_prompt)
+    assert "rewritten query: How long is the Great Wall of China?" in out
+    assert "dhrag> 21,196 km." in out
+
+
+def test_chat_interactive_on_a_terminal(tmp_path: Path, kb: Path) -> None:
+    pty = pytest.importorskip("pty")
+    import select
+    import time
+
+    env = {"PATH": os.environ.get("PATH", ""), "HOME": str(tmp_path), "TERM": "dumb",
+           "DHRAG_CACHE": str(tmp_path / "cache"), "XDG_DATA_HOME": str(tmp_path / "data")}
+    main_fd, sub_fd = pty.openpty()
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "dhrag_core.cli", "chat", "--kb", str(kb), "--embedder",
+         "hashing", "--store", "memory"],
+        stdin=sub_fd, stdout=sub_fd, stderr=sub_fd, env=env, cwd=REPO, close_fds=True,
+        start_new_session=True)
+    os.close(sub_fd)
+    seen = b""
+
+    def expect(text: bytes, seconds: float = 30) -> None:
+        nonlocal seen
+        deadline = time.monotonic() + seconds
+        while text not in seen and time.monotonic() < deadline:
+            if select.select([main_fd], [], [], 0.1)[0]:
+                try:
+                    data = os.read(main_fd, 4096)
+                except OSError:  # the child closed the terminal
+                    data = b""
+                if not data:
+                    break
+                seen += data
+        assert text in seen, seen.decode(errors="replace")
+
+    try:
+        expect(b"you> ")
+        os.write(main_fd, b"Where do guinea pigs sleep?\r")
+        expect(b"[guinea_pigs.txt]")
+        expect(b"you> ")
+        for attempt in range(5):  # Ctrl-D: end of input (again if it raced the line editor)
+            time.sleep(0.3)
+            os.write(main_fd, b"\x04")
+            try:
+                expect(b"bye", 2)
+                break
+            except AssertionError:
+                if attempt == 4:
+                    raise
+        assert proc.wait(timeout=30) == 0
+    finally:
+        proc.kill()
+        os.close(main_fd)
+    assert (tmp_path / "data" / "dhrag" / "chat_history").is_file()
+
+
+@pytest.mark.model
+def test_chat_with_minilm(tmp_path: Path, kb: Path) -> None:
+    out = chat(tmp_path, kb, "What is the Great Wall of China built out of?\nHow long is it?\n"
+               "/trace\n", "--embedder", "minilm")
+    answers = [line for line in out.splitlines() if line.startswith("dhrag> ")]
+    assert "Great Wall" in answers[0] and "21,196 km" in answers[1]
+    assert out.count("source: [great_wall.md] great_wall.md#0") == 2
+    assert "1. weight=" in out and "kb [great_wall.md]" in block(out, "trace of")
