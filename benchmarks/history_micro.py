@@ -26,17 +26,30 @@ DIM = 384
 PASSAGES_PER_TURN = 3
 
 
-def _unit(rng: np.random.Generator, n: int, centres: np.ndarray) -> np.ndarray:
+def _unit(
+    rng: np.random.Generator, n: int, centres: np.ndarray, topics: np.ndarray | None = None
+) -> np.ndarray:
     """Vectors around topic centres, like queries of a long conversation."""
-    v = centres[rng.integers(0, len(centres), n)] + 0.6 * rng.standard_normal((n, DIM))
+    if topics is None:
+        topics = rng.integers(0, len(centres), n)
+    v = centres[topics] + 0.6 * rng.standard_normal((n, DIM))
     return (v / np.linalg.norm(v, axis=1, keepdims=True)).astype(np.float32)
+
+
+def _turn_vectors(
+    rng: np.random.Generator, n: int, centres: np.ndarray
+) -> tuple[np.ndarray, np.ndarray]:
+    """Query vectors and, from the same topic, ``PASSAGES_PER_TURN`` passage vectors each."""
+    topics = rng.integers(0, len(centres), n)
+    q = _unit(rng, n, centres, topics)
+    p = _unit(rng, n * PASSAGES_PER_TURN, centres, np.repeat(topics, PASSAGES_PER_TURN))
+    return q, p.reshape(n, PASSAGES_PER_TURN, DIM)
 
 
 def _seed_turns(n: int, rng: np.random.Generator, centres: np.ndarray) -> list[Any]:
     from dhrag_core import Passage, Turn
 
-    q = _unit(rng, n, centres)
-    p = _unit(rng, n * PASSAGES_PER_TURN, centres).reshape(n, PASSAGES_PER_TURN, DIM)
+    q, p = _turn_vectors(rng, n, centres)
     return [
         Turn(session_id="s", turn_id=uuid.uuid4().hex, index=i, query=f"query {i}",
              passages=tuple(Passage(text=f"passage {i}.{j}", id=f"{i}.{j}")
@@ -93,8 +106,7 @@ def run_size(n: int, turns: int) -> dict[str, Any]:
     assert db.size("s") == n
     load_s = time.perf_counter() - t0
     add_t, search_t = [], []
-    qs = _unit(rng, turns, centres)
-    ps = _unit(rng, turns * PASSAGES_PER_TURN, centres).reshape(turns, PASSAGES_PER_TURN, DIM)
+    qs, ps = _turn_vectors(rng, turns, centres)
     for i in range(turns):
         passages = [Passage(text=f"new {i}.{j}", id=f"n{i}.{j}", vector=ps[i, j])
                     for j in range(PASSAGES_PER_TURN)]

@@ -166,15 +166,20 @@ class TopicClusters:
         return changed
 
     def _merge_close(self) -> dict[str, int]:
-        """Merge clusters whose centroids match each other at least as well as ``threshold``."""
+        """Merge clusters whose centroids converged.
+
+        The bar, ``max(threshold, (1 + min_quality) / 2)``, sits above what a split leaves
+        apart, so a split is not undone by the next merge pass.
+        """
         ids, cents = self.centroids()
         if len(ids) < 2:
             return {}
         sims = cents @ cents.T
         np.fill_diagonal(sims, -1.0)
+        bar = max(self.threshold, (1.0 + self.min_quality) / 2)
         changed: dict[str, int] = {}
         merged: set[int] = set()
-        for a, b in zip(*np.nonzero(np.triu(sims) >= self.threshold), strict=True):
+        for a, b in zip(*np.nonzero(np.triu(sims) >= bar), strict=True):
             ca, cb = ids[int(a)], ids[int(b)]
             if ca in merged or cb in merged:
                 continue

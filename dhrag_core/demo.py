@@ -34,7 +34,9 @@ def load_demo_kb(embedder: Embedder) -> FaissKnowledgeBase:
     match them; any other embedder encodes the passages itself (a few seconds).
     """
     data = resources.files("dhrag_core") / "data"
-    rows = [json.loads(line) for line in (data / "demo_kb.jsonl").read_text("utf-8").splitlines()]
+    text = (data / "demo_kb.jsonl").read_text("utf-8")
+    # split on newlines only: str.splitlines would also cut at U+2028 inside JSON strings
+    rows = [json.loads(line) for line in text.split("\n") if line.strip()]
     passages = [Passage(text=r["text"], id=r["id"], title=r["title"],
                         metadata={"source": r["source"]}) for r in rows]
     vectors = None

@@ -9,8 +9,10 @@ compares the query with far fewer vectors than a flat scan once the history is l
 
 from __future__ import annotations
 
+import heapq
 from collections import defaultdict
 from collections.abc import Callable, Sequence
+from collections.abc import Set as AbstractSet
 from dataclasses import dataclass
 
 import numpy as np
@@ -47,7 +49,7 @@ class SummaryNode:
     key: str
     cluster_id: int
     chain_id: int
-    members: tuple[str, ...]
+    members: AbstractSet[str]
     vector: Vector
 
 
@@ -149,13 +151,16 @@ class SessionTree:
 
     def summary_nodes(self, cluster_ids: Sequence[int]) -> list[SummaryNode]:
         """The summary nodes under the given clusters (kept up to date on every change)."""
-        nodes = []
+        nodes: list[SummaryNode] = []
         for cid in cluster_ids:
-            for key in sorted(self._cluster_groups.get(cid, ())):
-                members, total = self._groups[key]
-                vec = l2_normalise(total)[0]
-                nodes.append(SummaryNode(f"{key[0]}.{key[1]}", key[0], key[1],
-                                         tuple(members), vec))
+            keys = sorted(self._cluster_groups.get(cid, ()))
+            if not keys:
+                continue
+            vecs = l2_normalise(np.stack([self._groups[k][1] for k in keys]))
+            nodes.extend(
+                SummaryNode(f"{k[0]}.{k[1]}", k[0], k[1], self._groups[k][0], v)
+                for k, v in zip(keys, vecs, strict=True)
+            )
         return nodes
 
     def summary_of(self, turn_id: str) -> tuple[str, list[str]]:
@@ -163,9 +168,12 @@ class SessionTree:
         ``summary_size``, up to this turn)."""
         key = self._group_of[turn_id]
         index = self.index_of[turn_id]
-        members = sorted((m for m in self._groups[key][0] if self.index_of[m] <= index),
-                         key=self.index_of.__getitem__)
-        return f"{key[0]}.{key[1]}", members[-self.settings.summary_size :]
+        latest = heapq.nlargest(
+            self.settings.summary_size,
+            (m for m in self._groups[key][0] if self.index_of[m] <= index),
+            key=self.index_of.__getitem__,
+        )
+        return f"{key[0]}.{key[1]}", latest[::-1]
 
     # -- matching ---------------------------------------------------------------------------
 

@@ -8,6 +8,7 @@ one store transaction.
 
 from __future__ import annotations
 
+import heapq
 import json
 import logging
 import threading
@@ -36,6 +37,7 @@ __all__ = ["AddResult", "HistoryDatabase", "PassageHit"]
 log = logging.getLogger(__name__)
 
 _MAX_RETRIES = 5
+_CHAIN_WINDOW = 64
 
 
 @dataclass(frozen=True)
@@ -71,6 +73,7 @@ class _Session:
     next_index: int = 0
     lock: threading.RLock = field(default_factory=threading.RLock)
     latest: str | None = None
+    labels: dict[int, tuple[int, str]] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         self.queries: VectorIndex[str] = VectorIndex(self.dimension)
@@ -206,6 +209,7 @@ class HistoryDatabase:
         fresh.tree.restore(turns)
         s.turns, s.queries, s.passages = fresh.turns, fresh.queries, fresh.passages
         s.tree, s.latest = fresh.tree, fresh.latest
+        s.labels = {}
         s.slot_index, s.slot_time = fresh.slot_index, fresh.slot_time
         s.next_index, s.version = fresh.next_index, version
         s._last = None
@@ -493,7 +497,8 @@ class HistoryDatabase:
         if cfg.use_chains:
             best = s.tree.best_chain(qv, recency_of_index, alpha)
             if best is not None:
-                members = s.tree.chains.chains[best[0]].members
+                # the best triple of T*, among its latest turns (older ones have decayed)
+                members = s.tree.chains.chains[best[0]].members[-_CHAIN_WINDOW:]
                 rel = scoring.relevance(np.stack([s.tree.vectors[m] for m in members]) @ qv)
                 rec = recency_of_index(np.array([s.turns[m].index for m in members], float))
                 top = members[int(np.argmax(scoring.combined_weight(rel, rec, alpha)))]
@@ -538,14 +543,34 @@ class HistoryDatabase:
         return t_sims if mode == "topic" else np.maximum(q_sims, t_sims)
 
     @staticmethod
-    def _labels(s: _Session, cluster_ids: set[int], sample: int = 50) -> dict[int, str]:
-        """Keyword labels of the given clusters, contrasted with up to 8 other clusters."""
-        groups: dict[int, list[str]] = {}
-        for cid, c in s.tree.clusters.clusters.items():
-            if cid in cluster_ids or len(groups) < len(cluster_ids) + 8:
-                members = sorted(c.members, key=s.tree.index_of.__getitem__)[-sample:]
+    def _labels(s: _Session, cluster_ids: set[int], sample: int = 20) -> dict[int, str]:
+        """Keyword labels of the given clusters, contrasted with up to 4 other clusters.
+
+        Labels are cached per cluster and recomputed once it has grown or shrunk by a fifth,
+        so a long session does not re-tokenise its clusters on every query.
+        """
+        clusters = s.tree.clusters.clusters
+        out: dict[int, str] = {}
+        stale: set[int] = set()
+        for cid in cluster_ids:
+            size = clusters[cid].size if cid in clusters else 0
+            cached = s.labels.get(cid)
+            if cached is not None and abs(cached[0] - size) <= max(2, size // 5):
+                out[cid] = cached[1]
+            elif size:
+                stale.add(cid)
+        if stale:
+            others = [c for c in clusters if c not in stale][:4]
+            groups: dict[int, list[str]] = {}
+            for cid in [*stale, *others]:
+                members = heapq.nlargest(sample, clusters[cid].members,
+                                         key=s.tree.index_of.__getitem__)
                 groups[cid] = [f"{s.turns[m].query} {s.turns[m].response}" for m in members]
-        return {c: lab for c, lab in keyword_labels(groups).items() if c in cluster_ids}
+            for cid, label in keyword_labels(groups).items():
+                if cid in stale:
+                    s.labels[cid] = (clusters[cid].size, label)
+                    out[cid] = label
+        return out
 
     def stats(self, session_id: str) -> dict[str, Any]:
         """Size of the session's tree: turns, clusters, chains and chain-length statistics."""
