@@ -249,10 +249,14 @@ def markdown(summary: Mapping[str, Any]) -> str:
 
 
 def _plotted(summary: Mapping[str, Any]) -> list[Mapping[str, Any]]:
-    """Systems to plot: singletons and the best member of each tuned family."""
+    """Systems to plot: singletons and the best member of each tuned family; ablations whose
+    curve is identical to the full system's are left out (they would hide under it)."""
     best = {t["best"] for t in summary["tuning"].values()}
     tuned = set(summary["tuning"])
-    return [s for s in summary["systems"] if s["family"] not in tuned or s["name"] in best]
+    full = {s["name"]: s["by_depth"] for s in summary["systems"]}
+    return [s for s in summary["systems"]
+            if (s["family"] not in tuned or s["name"] in best)
+            and not ("-no-" in s["name"] and full.get(s["name"].split("-no-")[0]) == s["by_depth"])]
 
 
 def plot_depth(summary: Mapping[str, Any], path: Path) -> Path:
@@ -263,6 +267,7 @@ def plot_depth(summary: Mapping[str, Any], path: Path) -> Path:
     import matplotlib.pyplot as plt
 
     fig, ax = plt.subplots(figsize=(8, 5))
+    ax.set_prop_cycle(color=plt.get_cmap("tab20").colors)
     for s in _plotted(summary):
         xs = [g for g in DEPTH_BUCKETS if g in s["by_depth"]]
         ax.plot(xs, [s["by_depth"][g]["MRR@10"] for g in xs], marker="o", label=_label(s),

@@ -195,3 +195,22 @@ def test_system_prompt_and_custom_context_prompt(make_engine: Make, llm: Any) ->
 def test_k_limits_the_context(make_engine: Make) -> None:
     reply = make_engine(k=2).chat(WALL)
     assert len(reply.source_nodes) == 2
+
+
+def test_condense_plus_context_without_condensing_misses_what_dhrag_finds(
+    make_engine: Make, index: Any, llm: Any
+) -> None:
+    from llama_index.core.chat_engine import CondensePlusContextChatEngine
+
+    plain = CondensePlusContextChatEngine.from_defaults(
+        index.as_retriever(similarity_top_k=4), llm=llm, skip_condense=True
+    )
+    plain.chat(WALL)
+    plain_reply = plain.chat("How long is it?")
+    assert "wall-length" not in [n.node.node_id for n in plain_reply.source_nodes[:1]]
+    assert "21,196" not in plain_reply.response
+
+    engine = make_engine()
+    engine.chat(WALL)
+    follow = engine.chat("How long is it?")
+    assert _ids(follow)[0] == "wall-length" and "21,196 km" in follow.response
