@@ -1,6 +1,12 @@
 """dhrag_core: the framework-free DH-RAG history database and turn pipeline."""
 
-from dhrag_core.embedding import Embedder, HashingEmbedder, MiniLMEmbedder, l2_normalise
+from dhrag_core.embedding import (
+    Embedder,
+    FunctionEmbedder,
+    HashingEmbedder,
+    MiniLMEmbedder,
+    l2_normalise,
+)
 from dhrag_core.engine import DHRAG
 from dhrag_core.history import AddResult, HistoryDatabase, PassageHit
 from dhrag_core.index import VectorIndex
@@ -33,6 +39,7 @@ __all__ = [
     "Embedder",
     "ExtractiveSummariser",
     "FaissKnowledgeBase",
+    "FunctionEmbedder",
     "HashingEmbedder",
     "HistoryDatabase",
     "HistoryHit",

@@ -7,7 +7,7 @@ import os
 import re
 import threading
 import zlib
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
 
@@ -15,7 +15,14 @@ import numpy as np
 
 from dhrag_core.records import Vector
 
-__all__ = ["Embedder", "HashingEmbedder", "MiniLMEmbedder", "l2_normalise", "tokens"]
+__all__ = [
+    "Embedder",
+    "FunctionEmbedder",
+    "HashingEmbedder",
+    "MiniLMEmbedder",
+    "l2_normalise",
+    "tokens",
+]
 
 log = logging.getLogger(__name__)
 
@@ -223,3 +230,60 @@ class MiniLMEmbedder:
             show_progress_bar=False,
         )
         return l2_normalise(vecs)
+
+
+class FunctionEmbedder:
+    """An ``Embedder`` over any batch embedding function (a framework's model, an API).
+
+    Checks the rows it gets back (shape, finiteness) and L2-normalises them; the dimension is
+    given or probed once, lazily, with one short text -- so building one loads nothing.
+
+    Args:
+        embed: ``list[str] -> list of vectors`` (one row per text).
+        dimension: The vector size, if known.
+        name: Names the function in error messages.
+    """
+
+    def __init__(
+        self,
+        embed: Callable[[list[str]], Any],
+        dimension: int | None = None,
+        *,
+        name: str = "embed",
+    ) -> None:
+        if not callable(embed):
+            raise TypeError(f"{name} must be callable, got {type(embed).__name__}")
+        if dimension is not None and (
+            isinstance(dimension, bool) or not isinstance(dimension, int) or dimension < 1
+        ):
+            raise ValueError(f"dimension must be an int >= 1 or None, got {dimension!r}")
+        self._embed = embed
+        self._dim = dimension
+        self._name = name
+        self._lock = threading.Lock()
+
+    @property
+    def dimension(self) -> int:
+        if self._dim is None:
+            with self._lock:
+                if self._dim is None:
+                    probe = np.asarray(self._embed(["dimension probe"]), dtype=np.float32)
+                    if probe.ndim != 2 or probe.shape[1] < 1:
+                        raise ValueError(
+                            f"{self._name} returned shape {probe.shape} for a probe text"
+                        )
+                    self._dim = int(probe.shape[1])
+        return self._dim
+
+    def encode(self, texts: Sequence[str]) -> Vector:
+        items = _check_texts(texts)
+        dim = self.dimension
+        if not items:
+            return np.zeros((0, dim), dtype=np.float32)
+        m = np.asarray(self._embed(items), dtype=np.float32)
+        if m.shape != (len(items), dim) or not np.isfinite(m).all():
+            raise ValueError(
+                f"{self._name} returned embeddings of shape {m.shape} (or non-finite values); "
+                f"expected ({len(items)}, {dim})"
+            )
+        return l2_normalise(m)

@@ -38,6 +38,7 @@ from dhrag_core import (
     SelectedTurn,
     l2_normalise,
 )
+from dhrag_core.embedding import FunctionEmbedder
 from langchain_dhrag._context import call_on_caller_loop, child_callbacks
 from langchain_dhrag.documents import document_to_passage
 
@@ -209,7 +210,7 @@ def _check_texts(texts: Any) -> list[str]:
     return items
 
 
-class LangChainEmbedder:
+class LangChainEmbedder(FunctionEmbedder):
     """Any LangChain ``Embeddings`` as a DH-RAG embedder (``Embedder`` protocol).
 
     ``encode`` calls ``embed_documents`` (for queries too: DH-RAG compares queries with
@@ -233,39 +234,8 @@ class LangChainEmbedder:
             raise TypeError(
                 f"embeddings must be a LangChain Embeddings, got {type(embeddings).__name__}"
             )
-        if dimension is not None and (
-            isinstance(dimension, bool) or not isinstance(dimension, int) or dimension < 1
-        ):
-            raise ValueError(f"dimension must be an int >= 1, got {dimension!r}")
+        super().__init__(embeddings.embed_documents, dimension, name="embeddings")
         self.embeddings = embeddings
-        self._dim = dimension
-        self._lock = threading.Lock()
-
-    @property
-    def dimension(self) -> int:
-        if self._dim is None:
-            with self._lock:
-                if self._dim is None:
-                    probe = self.embeddings.embed_query("dimension probe")
-                    self._dim = len(probe)
-                    if self._dim < 1:
-                        raise ValueError("embeddings returned an empty vector for a probe text")
-        return self._dim
-
-    def encode(self, texts: Sequence[str]) -> np.ndarray:
-        items = _check_texts(texts)
-        if not items:
-            return np.zeros((0, self.dimension), dtype=np.float32)
-        m = np.asarray(self.embeddings.embed_documents(items), dtype=np.float32)
-        dim = self.dimension
-        if m.shape != (len(items), dim):
-            raise ValueError(
-                f"embeddings returned shape {m.shape} for {len(items)} texts; expected "
-                f"({len(items)}, {dim})"
-            )
-        if not np.isfinite(m).all():
-            raise ValueError("embeddings returned non-finite values")
-        return l2_normalise(m)
 
 
 class DHRAGEmbeddings(Embeddings):

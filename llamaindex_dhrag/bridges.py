@@ -13,11 +13,9 @@ from __future__ import annotations
 import asyncio
 import logging
 import re
-import threading
 from collections.abc import Sequence
 from typing import Any, Literal
 
-import numpy as np
 from llama_index.core.base.base_retriever import BaseRetriever
 from llama_index.core.base.embeddings.base import BaseEmbedding, Embedding
 from llama_index.core.bridge.pydantic import PrivateAttr
@@ -35,9 +33,8 @@ from dhrag_core import (
     Rewrite,
     SelectedTurn,
     Settings,
-    l2_normalise,
 )
-from dhrag_core.records import Vector
+from dhrag_core.embedding import FunctionEmbedder
 from dhrag_core.store import HistoryStore
 
 __all__ = [
@@ -152,7 +149,7 @@ class RetrieverKnowledgeBase:
         return [passage_from_node(n) for n in nodes[:k]]
 
 
-class LlamaIndexEmbedder:
+class LlamaIndexEmbedder(FunctionEmbedder):
     """Any LlamaIndex ``BaseEmbedding`` as a dhrag ``Embedder``.
 
     Texts are embedded with the model's text embedding (dhrag uses one space for queries,
@@ -176,39 +173,8 @@ class LlamaIndexEmbedder:
                 "embed_model must be a llama_index BaseEmbedding, "
                 f"got {type(embed_model).__name__}"
             )
-        if dimension is not None and (
-            isinstance(dimension, bool) or not isinstance(dimension, int) or dimension < 1
-        ):
-            raise ValueError(f"dimension must be an int >= 1 or None, got {dimension!r}")
+        super().__init__(embed_model.get_text_embedding_batch, dimension, name="embed_model")
         self.embed_model = embed_model
-        self._dimension = dimension
-        self._lock = threading.Lock()
-
-    @property
-    def dimension(self) -> int:
-        """The embedding size (probed once, lazily, when not given)."""
-        if self._dimension is None:
-            with self._lock:
-                if self._dimension is None:
-                    probe = self.embed_model.get_text_embedding("dimension probe")
-                    if not probe:
-                        raise ValueError("embed_model returned an empty embedding")
-                    self._dimension = len(probe)
-        return self._dimension
-
-    def encode(self, texts: Sequence[str]) -> Vector:
-        """Embed ``texts`` into an ``(n, dimension)`` float32 matrix of unit rows."""
-        items = _check_texts(texts)
-        dim = self.dimension
-        if not items:
-            return np.zeros((0, dim), dtype=np.float32)
-        vectors = np.asarray(self.embed_model.get_text_embedding_batch(items), dtype=np.float32)
-        if vectors.shape != (len(items), dim) or not np.isfinite(vectors).all():
-            raise ValueError(
-                f"embed_model returned embeddings of shape {vectors.shape} (or non-finite "
-                f"values); expected ({len(items)}, {dim})"
-            )
-        return l2_normalise(vectors)
 
 
 class DHRAGEmbedding(BaseEmbedding):

@@ -51,3 +51,26 @@ def test_minilm_gives_real_semantic_vectors() -> None:
     np.testing.assert_allclose(np.linalg.norm(v, axis=1), 1.0, atol=1e-5)
     assert v[0] @ v[1] > v[0] @ v[2] + 0.2
     assert e.encode([]).shape == (0, 384)
+
+
+def test_function_embedder_probes_lazily_and_checks_rows() -> None:
+    from dhrag_core import FunctionEmbedder
+
+    calls: list[list[str]] = []
+
+    def embed(texts: list[str]) -> list[list[float]]:
+        calls.append(texts)
+        return [[float(len(t)), 1.0, 0.0] for t in texts]
+
+    e = FunctionEmbedder(embed)
+    assert calls == [], "nothing is embedded at construction"
+    assert e.dimension == 3 and len(calls) == 1
+    v = e.encode(["ab", "abcd"])
+    assert v.shape == (2, 3) and np.allclose(np.linalg.norm(v, axis=1), 1.0)
+    bad = FunctionEmbedder(lambda texts: [[1.0, 2.0]] * (len(texts) + 1), dimension=2)
+    with pytest.raises(ValueError, match="expected"):
+        bad.encode(["x"])
+    with pytest.raises(ValueError, match="dimension"):
+        FunctionEmbedder(embed, dimension=0)
+    with pytest.raises(TypeError, match="callable"):
+        FunctionEmbedder("not a function")  # type: ignore[arg-type]
