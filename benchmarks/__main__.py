@@ -24,7 +24,7 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-import benchmarks.dhrag_systems  # noqa: F401  (registers dhrag and its ablations)
+import benchmarks.dhrag_systems
 from benchmarks.convert_mtrag import convert
 from benchmarks.data import KB_FILE, TASKS_FILE
 
@@ -108,6 +108,8 @@ def _run(args: argparse.Namespace) -> int:
 
     data, cache, bench = _paths(args)
     _ensure_converted(data, bench, explicit=args.bench is not None)
+    for name, why in benchmarks.dhrag_systems.SKIPPED.items():
+        print(f"{name}: skipped, {why}", file=sys.stderr)
     if args.systems:
         systems = tuple(s.strip() for s in args.systems.split(",") if s.strip())
     else:

@@ -7,16 +7,17 @@ passages the system itself retrieved and the dataset's answer.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import fields
 
 import numpy as np
 
 from benchmarks.systems import BenchContext, register_system
-from dhrag_core import DHRAG, Embedder, Passage, Settings
+from dhrag_core import DHRAG, Embedder, LLMRewriter, Passage, QueryRewriter, Settings
+from dhrag_core.llm import llm_from_env
 from dhrag_core.records import Selection, Vector
 
-__all__ = ["ABLATIONS", "DHRAGSystem", "MemoEmbedder"]
+__all__ = ["ABLATIONS", "SKIPPED", "DHRAGSystem", "MemoEmbedder"]
 
 ABLATIONS = ("clustering", "hierarchy", "chains", "recency", "integration", "rewrite")
 
@@ -52,7 +53,8 @@ class DHRAGSystem:
     """``System`` adapter over a ``DHRAG`` engine."""
 
     def __init__(
-        self, name: str, ctx: BenchContext, settings: Settings, *, own_memo: bool = False
+        self, name: str, ctx: BenchContext, settings: Settings, *, own_memo: bool = False,
+        rewriter: QueryRewriter | None = None,
     ) -> None:
         self.name = name
         self.reference = False
@@ -62,7 +64,7 @@ class DHRAGSystem:
         # the headline system pays for its own encodings, like each baseline does, so its
         # latency ratio is fair; ablations share one memo to keep the run short
         embedder = MemoEmbedder(inner) if own_memo else memo_for(inner)
-        self.engine = DHRAG(ctx.kb, embedder=embedder, settings=settings)
+        self.engine = DHRAG(ctx.kb, embedder=embedder, settings=settings, rewriter=rewriter)
         self.session = ""
         self._selection: Selection | None = None
 
@@ -81,20 +83,41 @@ class DHRAGSystem:
         self._selection = None
 
 
+SKIPPED: dict[str, str] = {}
+"""Systems not registered in this run, with the reason (printed by the CLI)."""
+
+
+def _register_llm() -> None:
+    """``dhrag-llm``: DH-RAG with the LLM rewriter, when an OpenAI-compatible endpoint is
+    configured (``DHRAG_MODEL``/``OPENAI_MODEL``, ``OPENAI_BASE_URL``, ``OPENAI_API_KEY``)."""
+    llm = llm_from_env()
+    if llm is None:
+        SKIPPED["dhrag-llm"] = "no OpenAI-compatible endpoint configured (set DHRAG_MODEL, ...)"
+        return
+    register_system(
+        "dhrag-llm",
+        lambda ctx: DHRAGSystem(
+            "dhrag-llm", ctx, Settings(rewrite_vector=True), own_memo=True,
+            rewriter=LLMRewriter(llm),
+        ),
+        description="DH-RAG with the LLM rewriter (the rewritten text is embedded)",
+    )
+
+
 def _register() -> None:
     register_system("dhrag", lambda ctx: DHRAGSystem("dhrag", ctx, Settings(), own_memo=True),
                     description="DH-RAG, default settings, light rewriter (no LLM)")
     names = {f.name for f in fields(Settings)}
+
+    def ablation(part: str) -> Callable[[BenchContext], DHRAGSystem]:
+        return lambda ctx: DHRAGSystem(
+            f"dhrag-no-{part}", ctx, Settings().with_(**{f"use_{part}": False})
+        )
+
     for part in ABLATIONS:
         assert f"use_{part}" in names
-        name = f"dhrag-no-{part}"
-        register_system(
-            name,
-            lambda ctx, part=part, name=name: DHRAGSystem(
-                name, ctx, Settings().with_(**{f"use_{part}": False})
-            ),
-            description=f"DH-RAG without {part}",
-        )
+        register_system(f"dhrag-no-{part}", ablation(part), description=f"DH-RAG without {part}")
 
 
 _register()
+_register_llm()

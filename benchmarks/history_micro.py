@@ -134,7 +134,7 @@ def run_size(n: int, turns: int) -> dict[str, Any]:
 
 def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--sizes", type=int, nargs="+", default=[1_000, 10_000, 100_000])
+    ap.add_argument("--sizes", type=int, nargs="+", default=[100, 1_000, 10_000, 100_000])
     ap.add_argument("--turns", type=int, default=300)
     ap.add_argument("--one", type=int, help=argparse.SUPPRESS)
     ap.add_argument("--json", help="also write the figures to this file")
