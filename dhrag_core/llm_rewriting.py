@@ -17,7 +17,13 @@ from dhrag_core.llm import LLM, Message, OpenAICompatibleLLM
 from dhrag_core.records import SelectedTurn
 from dhrag_core.rewriting import LightRewriter, QueryRewriter, Rewrite, is_incomplete
 
-__all__ = ["LLMRewriter", "clean_rewrite", "default_gate", "rewrite_messages"]
+__all__ = [
+    "LLMRewriter",
+    "clean_rewrite",
+    "default_gate",
+    "format_history",
+    "rewrite_messages",
+]
 
 log = logging.getLogger(__name__)
 
@@ -44,20 +50,23 @@ def _clip(text: str, limit: int) -> str:
     return text if len(text) <= limit else text[: limit - 1].rstrip() + "…"
 
 
-def rewrite_messages(
-    query: str, history: Sequence[SelectedTurn], max_turn_chars: int = 600
-) -> list[Message]:
-    """The chat messages asking for a standalone version of ``query``.
-
-    The selected turns are shown oldest first, each as a ``User:`` and an ``Assistant:`` line,
-    clipped to ``max_turn_chars`` characters.
-    """
+def format_history(history: Sequence[SelectedTurn], max_turn_chars: int = 600) -> str:
+    """The selected turns, oldest first, as ``User: ...`` / ``Assistant: ...`` lines (both
+    sides: an answer often names what the next question omits), each clipped."""
     lines = []
     for s in sorted(history, key=lambda s: s.turn.index):
         lines.append(f"User: {_clip(s.turn.query, max_turn_chars)}")
         if s.turn.response.strip():
             lines.append(f"Assistant: {_clip(s.turn.response, max_turn_chars)}")
-    convo = "\n".join(lines) if lines else "(no earlier turns)"
+    return "\n".join(lines)
+
+
+def rewrite_messages(
+    query: str, history: Sequence[SelectedTurn], max_turn_chars: int = 600
+) -> list[Message]:
+    """The chat messages asking for a standalone version of ``query`` (``format_history``
+    shows the selected turns)."""
+    convo = format_history(history, max_turn_chars) or "(no earlier turns)"
     user = (f"Conversation so far:\n{convo}\n\nLast question: {query.strip()}\n\n"
             "Standalone question:")
     return [{"role": "system", "content": SYSTEM_PROMPT}, {"role": "user", "content": user}]
@@ -67,7 +76,7 @@ _THINK = re.compile(r"<think>.*?</think>", re.S | re.I)
 _FENCE = re.compile(r"^```[\w-]*$")
 _LABEL = re.compile(
     r"^(?:(?:standalone|rewritten|reformulated|final|self-contained)\s*)?"
-    r"(?:question|query|rewrite|rewritten|version|output)?\s*[:\uff1a]\s*",
+    r"(?:question|query|rewrite|rewritten|version|output)?\s*(?:[:\uff1a]|(?<=\w)\s+-)\s*",
     re.I,
 )
 _MARKER = re.compile(r"^(?:#+\s*|>\s*|[-*•]\s+|\d+[.)]\s+)")

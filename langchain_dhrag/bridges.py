@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import re
 import threading
 from collections import OrderedDict
 from collections.abc import Sequence
@@ -39,6 +38,7 @@ from dhrag_core import (
     l2_normalise,
 )
 from dhrag_core.embedding import FunctionEmbedder
+from dhrag_core.llm_rewriting import clean_rewrite, format_history
 from langchain_dhrag._context import call_on_caller_loop, child_callbacks
 from langchain_dhrag.documents import document_to_passage
 
@@ -366,26 +366,6 @@ DEFAULT_REWRITE_INSTRUCTIONS = (
     "If it is already standalone, return it unchanged. Answer with the question only."
 )
 
-_PREFIX = re.compile(
-    r"^\s*(?:[*_#>`]+\s*)?(?:standalone|rewritten|reformulated|rephrased|revised|new)?\s*"
-    r"(?:follow[- ]up\s+)?(?:question|query)\s*(?:[*_`]+\s*)?[:\uff1a]\s*",
-    re.IGNORECASE,
-)
-_QUOTES = "\"'`\u201c\u201d\u2018\u2019\u00ab\u00bb*_ "
-
-
-def clean_rewrite(text: str) -> str:
-    """The question in a model's answer: first non-empty line, without a "Standalone
-    question:" style prefix and without surrounding quotes or markdown emphasis."""
-    for line in text.strip().splitlines():
-        line = line.strip()
-        if not line:
-            continue
-        line = _PREFIX.sub("", line, count=1).strip()
-        return line.strip(_QUOTES).strip()
-    return ""
-
-
 class ChatModelRewriter:
     """Any chat model as DH-RAG's query rewriter (``QueryRewriter`` protocol).
 
@@ -438,15 +418,7 @@ class ChatModelRewriter:
 
     def messages(self, query: str, history: Sequence[SelectedTurn]) -> list[BaseMessage]:
         """The prompt sent to the model."""
-        lines = []
-        for s in sorted(history, key=lambda s: s.turn.index):
-            lines.append(f"User: {s.turn.query}")
-            if s.turn.response:
-                answer = s.turn.response
-                if len(answer) > self.max_answer_chars:
-                    answer = answer[: self.max_answer_chars].rstrip() + " ..."
-                lines.append(f"Assistant: {answer}")
-        conversation = "\n".join(lines) if lines else "(none)"
+        conversation = format_history(history, self.max_answer_chars) or "(none)"
         return [
             SystemMessage(self.instructions),
             HumanMessage(
@@ -461,11 +433,9 @@ class ChatModelRewriter:
             msgs = self.messages(query, history)
             out = call_on_caller_loop(lambda: self.model.ainvoke(msgs, _config()),
                                       lambda: self.model.invoke(msgs, _config()))
-            text = clean_rewrite(self._text(out))
-            if not text:
-                raise ValueError("the model returned no question")
-            if len(text) > self.max_output_chars:
-                raise ValueError(f"the model returned {len(text)} characters")
+            text = clean_rewrite(self._text(out), self.max_output_chars)
+            if text is None:
+                raise ValueError("the model returned no usable question")
         except Exception as exc:
             log.warning("chat-model rewrite failed (%s: %s); using %s", type(exc).__name__,
                         exc, type(self.fallback).__name__)

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import re
 from collections.abc import Sequence
 from typing import Any, Literal
 
@@ -35,6 +34,7 @@ from dhrag_core import (
     Settings,
 )
 from dhrag_core.embedding import FunctionEmbedder
+from dhrag_core.llm_rewriting import clean_rewrite, format_history
 from dhrag_core.store import HistoryStore
 
 __all__ = [
@@ -262,24 +262,6 @@ DEFAULT_REWRITE_PROMPT = PromptTemplate(
     "Standalone question:"
 )
 
-_PREFIX = re.compile(
-    r"^\s*(?:standalone\s+question|rewritten\s+(?:query|question)|rephrased\s+question|"
-    r"rewrite|question|query)\s*[:\-]\s*",
-    re.IGNORECASE,
-)
-_QUOTES = "\"'`\u201c\u201d\u2018\u2019\u00ab\u00bb*"
-
-
-def _clean_rewrite(text: str) -> str:
-    """The first non-empty line, without labels like ``Standalone question:`` and quotes."""
-    line = next((ln.strip() for ln in text.strip().splitlines() if ln.strip()), "")
-    previous = None
-    while line != previous:
-        previous = line
-        line = _PREFIX.sub("", line).strip().strip(_QUOTES).strip()
-    return line
-
-
 class LLMRewriter:
     """Query reconstruction with a LlamaIndex LLM (dhrag ``QueryRewriter`` protocol).
 
@@ -337,20 +319,16 @@ class LLMRewriter:
 
     def format_history(self, history: Sequence[SelectedTurn]) -> str:
         """The selected turns, oldest first, as ``User: ...`` / ``Assistant: ...`` lines."""
-        lines = []
-        for s in sorted(history, key=lambda s: s.turn.index):
-            lines.append(f"User: {s.turn.query}")
-            if s.turn.response:
-                lines.append(f"Assistant: {s.turn.response[: self.max_response_chars]}")
-        return "\n".join(lines)
+        return format_history(history, self.max_response_chars)
 
     def rewrite(self, query: str, history: Sequence[SelectedTurn]) -> Rewrite:
         """A standalone version of ``query`` (the fallback's when the LLM fails)."""
         try:
             prompt = self.prompt.format(history_str=self.format_history(history), question=query)
-            text = _clean_rewrite(self.llm.complete(prompt).text or "")
-            if not text or len(text) > self.max_chars:
-                raise ValueError(f"unusable rewrite of {len(text)} characters")
+            reply = self.llm.complete(prompt).text or ""
+            text = clean_rewrite(reply, self.max_chars)
+            if text is None:
+                raise ValueError(f"unusable rewrite ({len(reply)} characters)")
             return Rewrite(text)
         except Exception as exc:  # any LLM failure falls back; retrieval must go on
             log.warning("LLM query rewrite failed (%s: %s); using %s", type(exc).__name__,
