@@ -17,9 +17,12 @@ from dhrag_core import DHRAG, Embedder, LLMRewriter, Passage, QueryRewriter, Set
 from dhrag_core.llm import llm_from_env
 from dhrag_core.records import Selection, Vector
 
-__all__ = ["ABLATIONS", "SKIPPED", "DHRAGSystem", "MemoEmbedder"]
+__all__ = ["ABLATIONS", "HISTORY_STAGES", "SKIPPED", "DHRAGSystem", "MemoEmbedder"]
 
 ABLATIONS = ("clustering", "hierarchy", "chains", "recency", "integration", "rewrite")
+HISTORY_STAGES = ("history_s", "rewrite_s", "expand_s", "integrate_s")
+"""Stages of ``select`` that are DH-RAG's own work (not embedding, not the KB search); with
+``record``'s ``update_s`` they make the history work of a turn."""
 
 
 class MemoEmbedder:
@@ -67,6 +70,7 @@ class DHRAGSystem:
         self.engine = DHRAG(ctx.kb, embedder=embedder, settings=settings, rewriter=rewriter)
         self.session = ""
         self._selection: Selection | None = None
+        self.last_history_s: float | None = None
 
     def start(self, conversation_id: str) -> None:
         self.session = f"conv-{conversation_id}"
@@ -78,8 +82,11 @@ class DHRAGSystem:
 
     def observe(self, question: str, passages: list[Passage], answer: str) -> None:
         sel = self._selection if self._selection and self._selection.query == question else None
-        self.engine.record(self.session, question, answer or "", selection=sel,
-                           passages=passages)
+        added = self.engine.record(self.session, question, answer or "", selection=sel,
+                                   passages=passages)
+        self.last_history_s = added.timings.get("update_s", 0.0) + (
+            sum(sel.timings.get(k, 0.0) for k in HISTORY_STAGES) if sel is not None else 0.0
+        )
         self._selection = None
 
 

@@ -39,6 +39,10 @@ class System(Protocol):
 
     name: str
 
+    # Optional: a system that keeps a memory may set ``last_history_s`` (seconds of memory
+    # work -- selection, rewriting, update -- in the turn just observed); reported apart from
+    # the whole turn's latency.
+
     def start(self, conversation_id: str) -> None:
         """Begin a new conversation with empty memory."""
         ...
@@ -62,6 +66,7 @@ class TurnRun:
     ranked: tuple[str, ...]
     retrieve_s: float
     observe_s: float
+    history_s: float | None = None
 
 
 def _replay_conversation(system: System, conversation: Conversation, k: int) -> list[TurnRun]:
@@ -82,6 +87,7 @@ def _replay_conversation(system: System, conversation: Conversation, k: int) -> 
             ranked=ids,
             retrieve_s=t1 - t0,
             observe_s=t3 - t2,
+            history_s=getattr(system, "last_history_s", None),
         ))
     return runs
 

@@ -52,11 +52,16 @@ def family(name: str) -> str:
 
 
 def latency_ms(run: SystemRun) -> dict[str, float]:
-    """Per-turn latency percentiles in ms: retrieve, observe, and the whole turn (both)."""
+    """Per-turn latency percentiles in ms: retrieve, observe, the whole turn (both), and the
+    history work (``history_p50``/``p95``) for systems that report it."""
     r = np.array([t.retrieve_s for t in run.runs]) * 1000
     o = np.array([t.observe_s for t in run.runs]) * 1000
     out: dict[str, float] = {}
-    for label, values in (("retrieve", r), ("observe", o), ("turn", r + o)):
+    parts = [("retrieve", r), ("observe", o), ("turn", r + o)]
+    h = [t.history_s for t in run.runs]
+    if h and all(x is not None for x in h):
+        parts.append(("history", np.array(h, dtype=np.float64) * 1000))
+    for label, values in parts:
         for q in (50, 95):
             out[f"{label}_p{q}"] = float(np.percentile(values, q)) if len(values) else 0.0
     return out
@@ -118,6 +123,8 @@ def _system_summary(run: SystemRun, base: SystemRun | None) -> dict[str, Any]:
                           if base_lat.get(k)},
         "coverage": run.coverage,
         "wall_s": run.wall_s,
+        "rss_growth_mib": run.rss_growth_mib,
+        "peak_rss_mib": run.peak_rss_mib,
     }
 
 
@@ -164,14 +171,17 @@ def _label(s: Mapping[str, Any]) -> str:
 
 def _overall_table(summary: Mapping[str, Any]) -> list[str]:
     base = summary["meta"]["config"]["baseline"]
-    head = ["system", *METRICS, f"p vs {base}", "turn p50 ms", "p95 ms", "p50 x base", "p95 x base"]
+    head = ["system", *METRICS, f"p vs {base}", "turn p50 ms", "p95 ms", "p50 x base",
+            "p95 x base", "history p50 ms", "p95 ms", "RSS +MiB"]
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for s in summary["systems"]:
         lat, ratio = s["latency_ms"], s["latency_ratio"]
         cells = [_label(s), *(_fmt(s["overall"][m]) for m in METRICS),
                  _fmt(s[f"p_{PVALUE_METRIC}_vs_baseline"], 4),
                  _fmt(lat["turn_p50"], 1), _fmt(lat["turn_p95"], 1),
-                 _fmt(ratio.get("turn_p50"), 2), _fmt(ratio.get("turn_p95"), 2)]
+                 _fmt(ratio.get("turn_p50"), 2), _fmt(ratio.get("turn_p95"), 2),
+                 _fmt(lat.get("history_p50"), 2), _fmt(lat.get("history_p95"), 2),
+                 _fmt(s.get("rss_growth_mib"), 0)]
         lines.append("| " + " | ".join(cells) + " |")
     return lines
 
@@ -218,7 +228,11 @@ def markdown(summary: Mapping[str, Any]) -> str:
         meta["note"],
         "",
         f"p: {meta['p_value_test']}, against {cfg['baseline']}. Latency: retrieve + observe "
-        "per turn, over all turns; x base = ratio to the baseline.",
+        "per turn, over all turns; x base = ratio to the baseline. History: the memory's own "
+        "work per turn (selection, rewriting, integration, update; not embedding or the KB "
+        "search), for systems that report it. RSS +MiB: resident memory the system added "
+        f"while replaying; peak RSS of the run: {_fmt(meta['timings_s'].get('peak_rss_mib'), 0)}"
+        " MiB.",
         "",
         *_overall_table(summary),
     ]

@@ -9,6 +9,8 @@ Example:
 from __future__ import annotations
 
 import logging
+import os
+import resource
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -25,7 +27,10 @@ from benchmarks.replay import TurnRun, history_coverage, replay, score_runs
 from benchmarks.systems import REGISTRY, BenchContext, build_systems, resolve_names
 from dhrag_core import Embedder, FaissKnowledgeBase, MiniLMEmbedder
 
-__all__ = ["QUICK_SYSTEMS", "RunConfig", "RunResult", "SystemRun", "quick_subset", "run_benchmark"]
+__all__ = [
+    "QUICK_SYSTEMS", "RunConfig", "RunResult", "SystemRun", "current_rss_mib", "peak_rss_mib",
+    "quick_subset", "run_benchmark",
+]
 
 log = logging.getLogger(__name__)
 
@@ -79,6 +84,8 @@ class SystemRun:
     scores: list[TaskScore]
     wall_s: float
     coverage: dict[str, float] = field(default_factory=dict)
+    rss_growth_mib: float | None = None
+    peak_rss_mib: float | None = None
 
 
 @dataclass(frozen=True)
@@ -132,13 +139,30 @@ def _context(bench: Benchmark, config: RunConfig, embedder: Embedder) -> BenchCo
 
 def _run_system(name: str, ctx: BenchContext, bench: Benchmark, config: RunConfig) -> SystemRun:
     spec = REGISTRY[name]
+    rss_before = current_rss_mib()
     system = build_systems([name], ctx)[0]
     t0 = time.perf_counter()
     runs = replay(system, bench.conversations, k=config.k, show_progress=config.show_progress)
     wall = time.perf_counter() - t0
+    growth = current_rss_mib() - rss_before if rss_before is not None else None
     return SystemRun(name=name, reference=spec.reference, description=spec.description,
                      runs=runs, scores=score_runs(runs, bench.tasks), wall_s=wall,
-                     coverage=history_coverage(runs, bench.tasks))
+                     coverage=history_coverage(runs, bench.tasks),
+                     rss_growth_mib=growth, peak_rss_mib=peak_rss_mib())
+
+
+def current_rss_mib() -> float | None:
+    """Resident memory of this process now (Linux ``/proc``), or None elsewhere."""
+    try:
+        pages = int(Path("/proc/self/statm").read_text().split()[1])
+    except (OSError, IndexError, ValueError):
+        return None
+    return pages * os.sysconf("SC_PAGE_SIZE") / 2**20
+
+
+def peak_rss_mib() -> float:
+    """Peak resident memory of this process so far."""
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 
 
 @contextmanager
@@ -190,6 +214,7 @@ def run_benchmark(config: RunConfig, embedder: Embedder | None = None,
         _warm_up(ctx)
         systems = [_run_system(n, ctx, data, config) for n in names]
     timings["replay_s"] = time.perf_counter() - t0
+    timings["peak_rss_mib"] = peak_rss_mib()
     return RunResult(
         config=config, systems=systems, n_passages=len(data.kb),
         n_conversations=len(data.conversations),

@@ -8,7 +8,9 @@ the chain, tempered by how recently the chain was active), then the best triple 
 
 from __future__ import annotations
 
+import bisect
 from collections import Counter
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -21,10 +23,14 @@ __all__ = ["Chain", "ChainTracker", "chain_length_stats"]
 
 @dataclass
 class Chain:
-    """Turn ids of one thread in turn order, the running vector sum, and the latest turn."""
+    """Turn ids of one thread in turn order, the running vector sum, and the latest turn.
+
+    ``members`` stay sorted by turn index (``indexes``), so ``members[-1]`` is the latest.
+    """
 
     id: int
     members: list[str] = field(default_factory=list)
+    indexes: list[int] = field(default_factory=list)
     total: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.float64))
     last_index: int = -1
     last_vector: np.ndarray | None = None
@@ -58,7 +64,9 @@ class ChainTracker:
         return len(self.chains)
 
     def _add(self, chain: Chain, turn_id: str, vector: Vector, index: int) -> None:
-        chain.members.append(turn_id)
+        at = bisect.bisect_right(chain.indexes, index)
+        chain.members.insert(at, turn_id)
+        chain.indexes.insert(at, index)
         chain.total = chain.total + vector.astype(np.float64)
         if index >= chain.last_index:
             chain.last_index, chain.last_vector = index, vector
@@ -103,21 +111,22 @@ class ChainTracker:
         self._add(chain, turn_id, vector, index)
         self._next_id = max(self._next_id, chain_id + 1)
 
-    def remove(self, turn_id: str, vector: Vector, vectors: dict[str, Vector],
-               index_of: dict[str, int]) -> None:
+    def remove(self, turn_id: str, vector: Vector, vectors: Mapping[str, Vector]) -> None:
         cid = self.of.pop(turn_id, None)
         if cid is None:
             return
         chain = self.chains[cid]
-        chain.members.remove(turn_id)
+        was_latest = chain.members[-1] == turn_id
+        at = chain.members.index(turn_id)
+        del chain.members[at], chain.indexes[at]
         chain.total = chain.total - vector.astype(np.float64)
         if not chain.members:
             del self.chains[cid]
             self._lasts.remove([cid])
             self._cents.remove([cid])
             return
-        latest = max(chain.members, key=lambda m: index_of[m])
-        chain.last_index, chain.last_vector = index_of[latest], vectors[latest]
+        if was_latest:
+            chain.last_index, chain.last_vector = chain.indexes[-1], vectors[chain.members[-1]]
         self._sync(chain)
 
     def centroid_similarities(self, vector: Vector) -> tuple[list[int], np.ndarray]:

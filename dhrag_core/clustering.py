@@ -9,9 +9,10 @@ labels come from the current texts, so the vocabulary is never frozen.
 
 from __future__ import annotations
 
+import heapq
 import math
 from collections import Counter
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -23,6 +24,23 @@ from dhrag_core.records import Vector
 __all__ = ["Cluster", "TopicClusters", "keyword_labels"]
 
 _SPLIT_LIMIT = 400
+
+
+class _With(Mapping[str, Vector]):
+    """``base`` plus one more item, without copying ``base`` (a session's every vector)."""
+
+    def __init__(self, base: Mapping[str, Vector], key: str, value: Vector) -> None:
+        self._base, self._key, self._value = base, key, value
+
+    def __getitem__(self, key: str) -> Vector:
+        return self._value if key == self._key else self._base[key]
+
+    def __iter__(self) -> Iterator[str]:
+        yield from (k for k in self._base if k != self._key)
+        yield self._key
+
+    def __len__(self) -> int:
+        return len(self._base) + (self._key not in self._base)
 
 
 @dataclass
@@ -111,11 +129,15 @@ class TopicClusters:
         self.comparisons += len(self.clusters)
         return [(self.clusters[cid], sim) for cid, sim in self._cents.search(query, n)]
 
-    def assign(self, turn_id: str, vector: Vector, vectors: Mapping[str, Vector]) -> dict[str, int]:
+    def assign(
+        self, turn_id: str, vector: Vector, vectors: Mapping[str, Vector],
+        age: Callable[[str], int] | None = None,
+    ) -> dict[str, int]:
         """Place a new turn; returns every assignment that changed (the new turn included).
 
-        ``vectors`` gives the topic vectors of stored turns, needed only when a split or merge
-        re-organises clusters.
+        ``vectors`` gives the topic vectors of stored turns, needed only when a split
+        re-organises a cluster; ``age`` orders turns oldest first (default: insertion order
+        of ``vectors``) so a split of a huge cluster looks at its newest members.
         """
         v = vector.astype(np.float64)
         best = self.nearest(vector, 1)
@@ -123,7 +145,7 @@ class TopicClusters:
         self._join(target, turn_id, v)
         changed = {turn_id: target.id}
         if target.size > 2 and target.quality < self.min_quality:
-            changed.update(self._split(target, {**vectors, turn_id: vector}))
+            changed.update(self._split(target, _With(vectors, turn_id, vector), age))
         self._since_merge += 1
         if self._since_merge >= self.merge_every:
             self._since_merge = 0
@@ -142,11 +164,16 @@ class TopicClusters:
         else:
             self._cents.add([cid], c.centroid)
 
-    def _split(self, c: Cluster, vectors: Mapping[str, Vector]) -> dict[str, int]:
+    def _split(
+        self, c: Cluster, vectors: Mapping[str, Vector], age: Callable[[str], int] | None
+    ) -> dict[str, int]:
         """Re-cluster one degraded cluster's members (bounded: at most the newest 400)."""
         from sklearn.cluster import AgglomerativeClustering
 
-        members = sorted(c.members)[-_SPLIT_LIMIT:]
+        if age is None:
+            position = {m: i for i, m in enumerate(vectors) if m in c.members}
+            age = position.__getitem__
+        members = heapq.nlargest(_SPLIT_LIMIT, c.members, key=age)[::-1]
         x = np.stack([vectors[m] for m in members]).astype(np.float64)
         labels = AgglomerativeClustering(
             n_clusters=None, metric="cosine", linkage="average",

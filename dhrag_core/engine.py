@@ -21,11 +21,12 @@ from dhrag_core.hierarchy import topic_vector
 from dhrag_core.history import AddResult, HistoryDatabase
 from dhrag_core.integration import Candidate, integrate
 from dhrag_core.knowledge import KnowledgeBase
-from dhrag_core.records import Passage, SelectedTurn, Selection, Vector
+from dhrag_core.records import ContextItem, Passage, SelectedTurn, Selection, Vector
 from dhrag_core.rewriting import LightRewriter, QueryRewriter, Rewrite, expand_vector
 from dhrag_core.settings import Settings
 from dhrag_core.store import HistoryStore
 from dhrag_core.summaries import Summariser
+from dhrag_core.timing import StageTimer
 from dhrag_core.validation import check_k, check_session_id
 
 __all__ = ["DHRAG"]
@@ -38,7 +39,8 @@ class DHRAG:
         knowledge: The static knowledge base K (anything with ``search(query, k)``; one that
             also has ``search_vectors(vectors, k)`` is searched with the expanded query vector).
         embedder: Encodes queries and history; default: offline MiniLM.
-        store: History store or URL (``memory``, ``sqlite:///path.db``).
+        store: History store or URL (``memory``, ``sqlite:///path.db``,
+            ``postgresql://user:password@host/db``).
         settings: Every knob and ablation switch.
         rewriter: Query reconstruction; default: ``LightRewriter`` (no LLM).
         summariser: Summary-node texts; default: extractive.
@@ -94,10 +96,13 @@ class DHRAG:
         check_session_id(session_id)
         cfg = self.settings
         k = cfg.context_k if k is None else check_k(k)
-        qv, history, rewrite = self._prepare(session_id, query)
-        search_vec = self._search_vector(query, qv, rewrite, history)
-        kb = self._search_kb(rewrite.text, search_vec)
-        return self._integrate(session_id, query, rewrite, qv, search_vec, history, kb, k)
+        timer = StageTimer()
+        qv, history, rewrite = self._prepare(session_id, query, timer)
+        with timer("expand_s"):
+            search_vec = self._search_vector(query, qv, rewrite, history)
+        with timer("kb_s"):
+            kb = self._search_kb(rewrite.text, search_vec)
+        return self._integrate(session_id, query, rewrite, qv, search_vec, history, kb, k, timer)
 
     async def aselect(self, session_id: str, query: str, k: int | None = None) -> Selection:
         """``select`` without blocking the event loop.
@@ -110,21 +115,28 @@ class DHRAG:
             return await asyncio.to_thread(self.select, session_id, query, k)
         check_session_id(session_id)
         k = self.settings.context_k if k is None else check_k(k)
-        qv, history, rewrite = await asyncio.to_thread(self._prepare, session_id, query)
-        search_vec = await asyncio.to_thread(
-            self._search_vector, query, qv, rewrite, history
-        )
-        kb = list(await asearch(rewrite.text, self.settings.kb_k))
+        timer = StageTimer()
+        qv, history, rewrite = await asyncio.to_thread(self._prepare, session_id, query, timer)
+        with timer("expand_s"):
+            search_vec = await asyncio.to_thread(
+                self._search_vector, query, qv, rewrite, history
+            )
+        with timer("kb_s"):
+            kb = list(await asearch(rewrite.text, self.settings.kb_k))
         return await asyncio.to_thread(
-            self._integrate, session_id, query, rewrite, qv, search_vec, history, kb, k
+            self._integrate, session_id, query, rewrite, qv, search_vec, history, kb, k, timer
         )
 
     def _prepare(
-        self, session_id: str, query: str
+        self, session_id: str, query: str, timer: StageTimer
     ) -> tuple[Vector, list[SelectedTurn], Rewrite]:
-        qv = self.history.encode_query(query)
-        history = self.history.select(session_id, qv)
-        return qv, history, self._rewrite(query, history)
+        with timer("encode_s"):
+            qv = self.history.encode_query(query)
+        with timer("history_s"):
+            history = self.history.select(session_id, qv)
+        with timer("rewrite_s"):
+            rewrite = self._rewrite(query, history)
+        return qv, history, rewrite
 
     def _rewrite(self, query: str, history: Sequence[SelectedTurn]) -> Rewrite:
         if not self.settings.use_rewrite or not history:
@@ -162,26 +174,34 @@ class DHRAG:
 
     def _integrate(
         self, session_id: str, query: str, rewrite: Rewrite, qv: Vector, search_vec: Vector,
-        history: Sequence[SelectedTurn], kb: Sequence[Passage], k: int,
+        history: Sequence[SelectedTurn], kb: Sequence[Passage], k: int, timer: StageTimer,
     ) -> Selection:
+        with timer("encode_s"):
+            vectors = self._passage_vectors(kb)
+        with timer("integrate_s"):
+            context = self._context(search_vec, history, kb, vectors, k)
+        return Selection(
+            session_id=session_id, query=query, rewritten_query=rewrite.text,
+            history=tuple(history), context=tuple(context), query_vector=qv,
+            search_vector=search_vec, timings=dict(timer),
+        )
+
+    def _context(
+        self, search_vec: Vector, history: Sequence[SelectedTurn], kb: Sequence[Passage],
+        vectors: Sequence[Vector], k: int,
+    ) -> list[ContextItem]:
         cfg = self.settings
-        vectors = self._passage_vectors(kb)
         candidates = [Candidate(p, v, "kb") for p, v in zip(kb, vectors, strict=True)]
         for s in history:
             candidates.extend(
                 Candidate(p, s.turn.passage_vectors[i], "history", s)
                 for i, p in enumerate(s.turn.passages)
             )
-        context = integrate(
+        return integrate(
             search_vec, candidates, k, matrix=self.integration_matrix,
             temperature=cfg.temperature, history_bonus=cfg.history_bonus,
             answer_bonus=cfg.answer_bonus,
             weighted=cfg.use_integration,
-        )
-        return Selection(
-            session_id=session_id, query=query, rewritten_query=rewrite.text,
-            history=tuple(history), context=tuple(context), query_vector=qv,
-            search_vector=search_vec,
         )
 
     def _passage_vectors(self, passages: Sequence[Passage]) -> list[Vector]:

@@ -9,9 +9,9 @@ compares the query with far fewer vectors than a flat scan once the history is l
 
 from __future__ import annotations
 
-import heapq
+import bisect
 from collections import defaultdict
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from collections.abc import Set as AbstractSet
 from dataclasses import dataclass
 
@@ -53,6 +53,63 @@ class SummaryNode:
     vector: Vector
 
 
+def _top(scores: np.ndarray, k: int) -> np.ndarray:
+    """Positions of the ``k`` highest scores, best first (ties: earlier position first)."""
+    if scores.size > k:
+        kth = np.partition(scores, scores.size - k)[scores.size - k]
+        candidates = np.flatnonzero(scores >= kth)
+    else:
+        candidates = np.arange(scores.size)
+    return candidates[np.argsort(-scores[candidates], kind="stable")[:k]]
+
+
+class _Group:
+    """One summary node's members and vector sum, with its members in turn order and their
+    stacked vectors cached until the membership changes."""
+
+    __slots__ = ("_ids", "_indexes", "_matrix", "members", "total")
+
+    def __init__(self, dimension: int) -> None:
+        self.members: set[str] = set()
+        self.total = np.zeros(dimension, dtype=np.float64)
+        self._ids: list[str] | None = None
+        self._indexes: list[int] = []
+        self._matrix: np.ndarray | None = None
+
+    def add(self, turn_id: str, vector: Vector, index: int) -> None:
+        self.members.add(turn_id)
+        self.total = self.total + vector
+        if self._ids is not None:
+            at = bisect.bisect_right(self._indexes, index)
+            self._ids.insert(at, turn_id)
+            self._indexes.insert(at, index)
+            if self._matrix is not None:
+                self._matrix = np.insert(self._matrix, at, vector, axis=0)
+
+    def discard(self, turn_id: str, vector: Vector) -> None:
+        self.members.discard(turn_id)
+        self.total = self.total - vector
+        if self._ids is not None:
+            at = self._ids.index(turn_id)
+            del self._ids[at], self._indexes[at]
+            if self._matrix is not None:
+                self._matrix = np.delete(self._matrix, at, axis=0)
+
+    def ordered(self, index_of: Mapping[str, int]) -> tuple[list[str], list[int]]:
+        """Member ids and their turn indexes, oldest first."""
+        if self._ids is None:
+            self._ids = sorted(self.members, key=index_of.__getitem__)
+            self._indexes = [index_of[m] for m in self._ids]
+        return self._ids, self._indexes
+
+    def matrix(self, vectors: Mapping[str, Vector], index_of: Mapping[str, int]) -> np.ndarray:
+        """The members' vectors stacked in ``ordered`` order."""
+        if self._matrix is None:
+            ids, _ = self.ordered(index_of)
+            self._matrix = np.stack([vectors[m] for m in ids])
+        return self._matrix
+
+
 @dataclass(frozen=True)
 class TreeMatch:
     """A turn reached by matching, with its similarity and the path that reached it."""
@@ -76,16 +133,17 @@ class SessionTree:
         self.vectors: dict[str, Vector] = {}
         self.index_of: dict[str, int] = {}
         self.comparisons = 0
-        # summary groups: (cluster id, chain id) -> member ids and their vector sum
-        self._groups: dict[tuple[int, int], tuple[set[str], np.ndarray]] = {}
+        # summary groups: (cluster id, chain id) -> members, vector sum, cached turn-order views
+        self._groups: dict[tuple[int, int], _Group] = {}
         self._group_of: dict[str, tuple[int, int]] = {}
         self._cluster_groups: dict[int, set[tuple[int, int]]] = defaultdict(set)
 
     def _group_add(self, turn_id: str) -> None:
         key = (self.clusters.of[turn_id], self.chains.of[turn_id])
-        members, total = self._groups.get(key, (set(), np.zeros(len(self.vectors[turn_id]))))
-        members.add(turn_id)
-        self._groups[key] = (members, total + self.vectors[turn_id])
+        group = self._groups.get(key)
+        if group is None:
+            group = self._groups[key] = _Group(len(self.vectors[turn_id]))
+        group.add(turn_id, self.vectors[turn_id], self.index_of[turn_id])
         self._group_of[turn_id] = key
         self._cluster_groups[key[0]].add(key)
 
@@ -93,16 +151,18 @@ class SessionTree:
         key = self._group_of.pop(turn_id, None)
         if key is None:
             return
-        members, total = self._groups[key]
-        members.discard(turn_id)
-        if members:
-            self._groups[key] = (members, total - self.vectors[turn_id])
-        else:
+        group = self._groups[key]
+        group.discard(turn_id, self.vectors[turn_id])
+        if not group.members:
             del self._groups[key]
             self._cluster_groups[key[0]].discard(key)
 
     def __len__(self) -> int:
         return len(self.vectors)
+
+    def _age(self, turn_id: str) -> int:
+        """Turn index (the turn being inserted is newer than every stored one)."""
+        return self.index_of.get(turn_id, 1 << 62)
 
     def topic(self, turn: Turn) -> Vector:
         """``topic_vector`` with this tree's weights."""
@@ -114,7 +174,7 @@ class SessionTree:
     def insert(self, turn: Turn) -> tuple[int, int, dict[str, int]]:
         """Organise a new turn: (cluster id, chain id, cluster ids of other turns that moved)."""
         v = self.topic(turn)
-        changed = self.clusters.assign(turn.turn_id, v, self.vectors)
+        changed = self.clusters.assign(turn.turn_id, v, self.vectors, self._age)
         chain_id = self.chains.link(turn.turn_id, v, turn.index)
         self.vectors[turn.turn_id] = v
         self.index_of[turn.turn_id] = turn.index
@@ -143,7 +203,7 @@ class SessionTree:
             return
         self._group_remove(turn_id)
         self.clusters.remove(turn_id, v)
-        self.chains.remove(turn_id, v, self.vectors, self.index_of)
+        self.chains.remove(turn_id, v, self.vectors)
         del self.vectors[turn_id]
         del self.index_of[turn_id]
 
@@ -156,24 +216,20 @@ class SessionTree:
             keys = sorted(self._cluster_groups.get(cid, ()))
             if not keys:
                 continue
-            vecs = l2_normalise(np.stack([self._groups[k][1] for k in keys]))
+            vecs = l2_normalise(np.stack([self._groups[k].total for k in keys]))
             nodes.extend(
-                SummaryNode(f"{k[0]}.{k[1]}", k[0], k[1], self._groups[k][0], v)
+                SummaryNode(f"{k[0]}.{k[1]}", k[0], k[1], self._groups[k].members, v)
                 for k, v in zip(keys, vecs, strict=True)
             )
         return nodes
 
     def summary_of(self, turn_id: str) -> tuple[str, list[str]]:
         """The summary node holding ``turn_id``: its key and its latest members (at most
-        ``summary_size``, up to this turn)."""
+        ``summary_size``, up to this turn), oldest first."""
         key = self._group_of[turn_id]
-        index = self.index_of[turn_id]
-        latest = heapq.nlargest(
-            self.settings.summary_size,
-            (m for m in self._groups[key][0] if self.index_of[m] <= index),
-            key=self.index_of.__getitem__,
-        )
-        return f"{key[0]}.{key[1]}", latest[::-1]
+        ids, indexes = self._groups[key].ordered(self.index_of)
+        end = bisect.bisect_right(indexes, self.index_of[turn_id])
+        return f"{key[0]}.{key[1]}", ids[max(0, end - self.settings.summary_size) : end]
 
     # -- matching ---------------------------------------------------------------------------
 
@@ -190,7 +246,7 @@ class SessionTree:
             ids = list(self.vectors)
             sims = np.stack([self.vectors[i] for i in ids]) @ query
             self.comparisons += len(ids)
-            order = np.argsort(-sims, kind="stable")[: cfg.tree_turns]
+            order = _top(sims, cfg.tree_turns)
             return [TreeMatch(ids[i], float(sims[i]), self.clusters.of.get(ids[i], -1), None)
                     for i in order]
         top = self.clusters.nearest(query, cfg.tree_clusters)
@@ -199,12 +255,22 @@ class SessionTree:
         node_sims = np.stack([n.vector for n in nodes]) @ query
         self.comparisons += len(nodes)
         best_nodes = [nodes[i] for i in np.argsort(-node_sims, kind="stable")[: cfg.tree_summaries]]
-        found = [(m, n) for n in best_nodes for m in n.members]
-        sims = np.stack([self.vectors[m] for m, _ in found]) @ query
+        found: list[str] = []
+        parts, owner = [], []
+        for n, node in enumerate(best_nodes):
+            group = self._groups[(node.cluster_id, node.chain_id)]
+            ids, _ = group.ordered(self.index_of)
+            parts.append(group.matrix(self.vectors, self.index_of) @ query)
+            found.extend(ids)
+            owner.append(np.full(len(ids), n))
+        sims = np.concatenate(parts)
+        node_of = np.concatenate(owner)
         self.comparisons += len(found)
-        order = np.argsort(-sims, kind="stable")[: cfg.tree_turns]
-        return [TreeMatch(found[i][0], float(sims[i]), found[i][1].cluster_id, found[i][1].key)
-                for i in order]
+        return [
+            TreeMatch(found[i], float(sims[i]), best_nodes[node_of[i]].cluster_id,
+                      best_nodes[node_of[i]].key)
+            for i in _top(sims, cfg.tree_turns)
+        ]
 
     def best_chain(
         self, query: Vector, recency: Callable[[np.ndarray], np.ndarray], alpha: float

@@ -30,6 +30,7 @@ from dhrag_core.records import HistoryHit, Passage, SelectedTurn, Turn, Vector
 from dhrag_core.settings import Settings
 from dhrag_core.store import HistoryStore, StaleSessionError, open_store
 from dhrag_core.summaries import ExtractiveSummariser, Summariser
+from dhrag_core.timing import StageTimer
 from dhrag_core.validation import check_k, check_session_id, check_text
 
 __all__ = ["AddResult", "HistoryDatabase", "PassageHit"]
@@ -37,6 +38,7 @@ __all__ = ["AddResult", "HistoryDatabase", "PassageHit"]
 log = logging.getLogger(__name__)
 
 _MAX_RETRIES = 5
+_SUMMARY_CACHE = 512
 _CHAIN_WINDOW = 64
 
 
@@ -47,6 +49,9 @@ class AddResult:
     turn: Turn
     merged: bool
     evicted: tuple[str, ...]
+    timings: Mapping[str, float] = field(default_factory=dict, repr=False, compare=False)
+    """Seconds: ``encode_s`` (embedding the response and passages) and ``update_s`` (weights,
+    eviction, organisation and the store write)."""
 
 
 @dataclass(frozen=True)
@@ -74,6 +79,7 @@ class _Session:
     lock: threading.RLock = field(default_factory=threading.RLock)
     latest: str | None = None
     labels: dict[int, tuple[int, str]] = field(default_factory=dict)
+    summaries: dict[tuple[tuple[str, int], ...], str] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         self.queries: VectorIndex[str] = VectorIndex(self.dimension)
@@ -209,7 +215,7 @@ class HistoryDatabase:
         fresh.tree.restore(turns)
         s.turns, s.queries, s.passages = fresh.turns, fresh.queries, fresh.passages
         s.tree, s.latest = fresh.tree, fresh.latest
-        s.labels = {}
+        s.labels, s.summaries = {}, {}
         s.slot_index, s.slot_time = fresh.slot_index, fresh.slot_time
         s.next_index, s.version = fresh.next_index, version
         s._last = None
@@ -289,18 +295,22 @@ class HistoryDatabase:
         ):
             raise TypeError(f"timestamp must be a finite number of seconds, got {timestamp!r}")
 
-        qv, rv, pv = self._encode_turn(query, response, items, query_vector)
+        timer = StageTimer()
+        with timer("encode_s"):
+            qv, rv, pv = self._encode_turn(query, response, items, query_vector)
         items = [replace(p, vector=None) for p in items]
 
         for _ in range(_MAX_RETRIES):
-            s = self._session(session_id)
-            with s.lock:
-                try:
-                    return self._add_locked(
-                        session_id, s, query, items, response, meta, qv, rv, pv, timestamp
-                    )
-                except StaleSessionError:
-                    continue  # reloaded already; retry against the fresh state
+            with timer("update_s"):
+                s = self._session(session_id)
+                with s.lock:
+                    try:
+                        result = self._add_locked(
+                            session_id, s, query, items, response, meta, qv, rv, pv, timestamp
+                        )
+                    except StaleSessionError:
+                        continue  # reloaded already; retry against the fresh state
+            return replace(result, timings=dict(timer))
         raise StaleSessionError(f"session {session_id!r} kept changing; gave up after retries")
 
     def _encode_turn(
@@ -378,17 +388,16 @@ class HistoryDatabase:
     def _near_duplicate(
         self, s: _Session, slots: np.ndarray, sims: np.ndarray, rv: Vector | None
     ) -> Turn | None:
-        if not sims.size:
-            return None
-        best = int(np.argmax(sims))
-        if sims[best] < self.settings.merge_threshold:
-            return None
-        old = s.turns[s.queries.key_at(int(slots[best]))]
-        other = old.response_vector
         threshold = self.settings.merge_threshold
-        if rv is not None and other is not None and float(other @ rv) < threshold:
-            return None
-        return old
+        close = np.flatnonzero(sims >= threshold)
+        # the closest query whose response matches too: several stored turns may share a
+        # query with different answers, and the first of them must not hide a true duplicate
+        for i in close[np.argsort(-sims[close], kind="stable")]:
+            old = s.turns[s.queries.key_at(int(slots[i]))]
+            other = old.response_vector
+            if rv is None or other is None or float(other @ rv) >= threshold:
+                return old
+        return None
 
     def _merged(
         self, old: Turn, index: int, query: str, items: list[Passage], response: str,
@@ -522,15 +531,25 @@ class HistoryDatabase:
         out = []
         for i in chosen:
             t = turns[i]
-            _, members = s.tree.summary_of(t.turn_id)
             out.append(SelectedTurn(
                 turn=t, relevance=float(rel[i]), recency=float(rec[i]), weight=float(weight[i]),
                 via=tuple(via[ids[i]]), cluster_id=t.cluster_id,
-                cluster_label=labels.get(t.cluster_id, ""),
-                summary=self.summariser.summarise([s.turns[m] for m in members]),
+                cluster_label=labels.get(t.cluster_id, ""), summary=self._summary(s, t),
                 chain_id=t.chain_id,
             ))
         return out
+
+    def _summary(self, s: _Session, turn: Turn) -> str:
+        """The text of the summary node holding ``turn``, cached while its members stand
+        (a merged turn gets a new index, so an edited member is a new key)."""
+        _, members = s.tree.summary_of(turn.turn_id)
+        key = tuple((m, s.turns[m].index) for m in members)
+        text = s.summaries.get(key)
+        if text is None:
+            if len(s.summaries) >= _SUMMARY_CACHE:
+                s.summaries.clear()
+            text = s.summaries[key] = self.summariser.summarise([s.turns[m] for m in members])
+        return text
 
     def _relevance_sims(
         self, s: _Session, ids: list[str], turns: list[Turn], qv: Vector

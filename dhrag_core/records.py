@@ -127,6 +127,9 @@ class Selection:
     context: tuple[ContextItem, ...]
     query_vector: Vector = field(repr=False)
     search_vector: Vector = field(repr=False)
+    timings: Mapping[str, float] = field(default_factory=dict, repr=False, compare=False)
+    """Seconds per stage: ``encode_s``, ``history_s`` (matching), ``rewrite_s``, ``expand_s``,
+    ``kb_s`` (knowledge-base search), ``integrate_s``."""
 
     @property
     def passages(self) -> list[Passage]:

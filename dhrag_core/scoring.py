@@ -57,7 +57,10 @@ def lowest_weights(weights: npt.ArrayLike, n: int) -> npt.NDArray[np.intp]:
         return np.empty(0, dtype=np.intp)
     if n >= w.size:
         return np.arange(w.size, dtype=np.intp)
-    return np.sort(np.argsort(w, kind="stable")[:n])
+    # a partition finds the n-th lowest in O(size); only the items at or below it are sorted
+    kth = np.partition(w, n - 1)[n - 1]
+    candidates = np.flatnonzero(w <= kth)
+    return np.sort(candidates[np.argsort(w[candidates], kind="stable")[:n]])
 
 
 def contrast(relevance: npt.ArrayLike, temperature: float) -> FloatArray:

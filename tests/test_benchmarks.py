@@ -429,7 +429,7 @@ def test_run_and_report_with_hashing_embedder(tmp_path: Path) -> None:
     tasks = _tasks("c1") + _tasks("c2")
     bench = Benchmark(kb=_kb(), tasks=tasks, conversations=build_conversations(tasks))
     config = RunConfig(bench_dir=tmp_path, cache_dir=tmp_path / "cache", model_name="hash",
-                       systems=("all-questions", "interp-0.3-*", "rewrite-ref"),
+                       systems=("all-questions", "interp-0.3-*", "rewrite-ref", "dhrag"),
                        show_progress=False)
     result = run_benchmark(config, embedder=HashingEmbedder(), bench=bench)
     names = [s.name for s in result.systems]
@@ -438,8 +438,16 @@ def test_run_and_report_with_hashing_embedder(tmp_path: Path) -> None:
     first = summary["systems"][0]
     assert first["overall"]["n"] == 6 and set(first["by_depth"]) == {"1", "2", "3-4"}
     assert summary["tuning"]["interp-N-N"]["best"].startswith("interp-0.3-")
+    by_name = {s["name"]: s for s in summary["systems"]}
+    # the history work is reported for the memory system only, and is part of its turn
+    dh = by_name["dhrag"]["latency_ms"]
+    assert 0 < dh["history_p50"] <= dh["turn_p95"] and dh["history_p50"] <= dh["history_p95"]
+    assert "history_p50" not in first["latency_ms"]
+    assert summary["meta"]["timings_s"]["peak_rss_mib"] > 10
+    assert by_name["dhrag"]["peak_rss_mib"] >= first["peak_rss_mib"]
     text = markdown(summary)
     assert "rewrite-ref (reference)" in text and "MRR@10 by turn depth" in text
+    assert "history p50 ms" in text and "peak RSS of the run" in text
     paths = write_report(summary, tmp_path / "out")
     assert json.loads(paths["json"].read_text())["meta"]["n_evaluated"] == 6
     assert paths["plot"].stat().st_size > 0

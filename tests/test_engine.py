@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import json
 from pathlib import Path
 
@@ -99,6 +100,15 @@ def test_select_then_record_updates_history_and_traces(rag: DHRAG) -> None:
     assert s2.context[0].source == "kb" and s2.history[0].via
     trace = s2.trace()
     assert json.dumps(trace) and {"source", "id", "weight"} <= set(trace[0])
+
+
+def test_select_and_record_report_their_stage_timings(rag: DHRAG) -> None:
+    s1 = rag.select("u", "What is the Great Wall of China built of?")
+    stages = {"encode_s", "history_s", "rewrite_s", "expand_s", "kb_s", "integrate_s"}
+    assert set(s1.timings) == stages and all(v >= 0 for v in s1.timings.values())
+    r = rag.record("u", s1.query, "Stone, brick and earth.", selection=s1)
+    assert set(r.timings) == {"encode_s", "update_s"} and r.timings["update_s"] > 0
+    assert dataclasses.replace(s1, timings={"x": 1.0}) == s1
 
 
 def test_without_history_the_follow_up_misses(rag: DHRAG) -> None:

@@ -184,3 +184,65 @@ def test_ablation_switches_change_the_candidates(switch: str, clock: FakeClock) 
         assert "recent" not in vias
     else:
         assert "hierarchy" in vias  # flat scan still labelled as the tree's turn layer
+
+
+def test_chain_removal_keeps_turn_order_and_the_latest_turn() -> None:
+    tracker = ChainTracker(DIM, threshold=0.5)
+    vectors = {f"t{i}": unit(1, 0.05 * i) for i in range(5)}
+    for i, (tid, v) in enumerate(vectors.items()):
+        tracker.link(tid, v, i)
+    chain = tracker.chains[tracker.of["t0"]]
+    assert chain.members == ["t0", "t1", "t2", "t3", "t4"] and chain.last_index == 4
+    tracker.remove("t2", vectors["t2"], vectors)  # a middle turn: the latest stays
+    assert chain.members == ["t0", "t1", "t3", "t4"] and chain.last_index == 4
+    tracker.remove("t4", vectors["t4"], vectors)  # the latest: the one before takes over
+    assert chain.last_index == 3 and chain.last_vector is vectors["t3"]
+    tracker.restore("t2", vectors["t2"], 2, chain.id)  # an older turn slots in by index
+    assert chain.members == ["t0", "t1", "t2", "t3"] and chain.indexes == [0, 1, 2, 3]
+    for tid in ("t0", "t1", "t2", "t3"):
+        tracker.remove(tid, vectors[tid], vectors)
+    assert not tracker.chains and len(tracker) == 0
+
+
+def test_summary_members_and_matching_follow_removals_and_moves() -> None:
+    s = Settings(min_tree_turns=20, tree_clusters=2, tree_summaries=3, tree_turns=4,
+                 summary_size=3, cluster_threshold=0.6, chain_threshold=0.6)
+    tree = _tree_with_topics(n_topics=4, per_topic=10, settings=s)
+    rng = np.random.default_rng(5)
+    for victim in ["0-0", "1-3", "2-9", "0-5", "3-1"]:
+        tree.remove(victim)
+        for t in range(4):
+            q = noisy(unit(*([0.0] * t + [1.0])), rng, 0.1)
+            hier, flat = tree.match(q), tree.match(q, hierarchical=False)
+            assert victim not in {m.turn_id for m in hier}
+            assert hier[0].turn_id == flat[0].turn_id
+        for tid in tree.vectors:
+            key, members = tree.summary_of(tid)
+            # the latest members of the turn's node, up to the turn itself, oldest first
+            same = sorted((m for m in tree.vectors if tree.summary_of(m)[0] == key
+                           and tree.index_of[m] <= tree.index_of[tid]),
+                          key=tree.index_of.__getitem__)
+            assert members == same[-3:] and members[-1] == tid
+
+
+def test_split_of_a_large_cluster_looks_at_its_newest_members() -> None:
+    import dhrag_core.clustering as clustering
+
+    tc = TopicClusters(DIM, threshold=0.3, min_quality=0.95, merge_every=10_000)
+    limit = clustering._SPLIT_LIMIT
+    rng = np.random.default_rng(3)
+    a, b = unit(1), unit(0, 1)
+    seen: dict[str, np.ndarray] = {}
+    age = {f"t{i:04d}": i for i in range(limit + 200)}
+    # ids sort in reverse of age, so an id-ordered cut would pick the oldest members
+    names = sorted(age, reverse=True)
+    for i, name in enumerate(names):
+        age[name] = i
+        v = noisy(a if i < limit else 0.6 * a + 0.8 * b, rng, 0.01)
+        changed = tc.assign(name, v, seen, age.__getitem__)
+        seen[name] = v
+        if len(changed) > 1:
+            moved = [m for m in changed if m != name]
+            assert all(age[m] >= limit for m in moved), "the split moved the new direction"
+            return
+    pytest.fail("the cluster never split")
