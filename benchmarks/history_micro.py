@@ -7,12 +7,18 @@ process so peak RSS is that size's own. A naive baseline (Python list of vectors
 scanned every turn, ``list.pop`` eviction) runs in the same process for a ratio.
 
     python -m benchmarks.history_micro [--sizes 1000 10000 100000] [--turns 300]
+
+``--backends memory sqlite postgres`` times the same work on each store (default sizes 1k and
+10k) with the ratio to memory; PostgreSQL uses ``--dsn`` / ``$DHRAG_POSTGRES_DSN``, or else
+starts a throw-away local server (``benchmarks.pg_server``). The stored triples are seeded with
+one ``apply``.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import resource
 import subprocess
 import sys
@@ -46,12 +52,14 @@ def _turn_vectors(
     return q, p.reshape(n, PASSAGES_PER_TURN, DIM)
 
 
-def _seed_turns(n: int, rng: np.random.Generator, centres: np.ndarray) -> list[Any]:
+def _seed_turns(
+    n: int, rng: np.random.Generator, centres: np.ndarray, session: str = "s"
+) -> list[Any]:
     from dhrag_core import Passage, Turn
 
     q, p = _turn_vectors(rng, n, centres)
     return [
-        Turn(session_id="s", turn_id=uuid.uuid4().hex, index=i, query=f"query {i}",
+        Turn(session_id=session, turn_id=uuid.uuid4().hex, index=i, query=f"query {i}",
              passages=tuple(Passage(text=f"passage {i}.{j}", id=f"{i}.{j}")
                             for j in range(PASSAGES_PER_TURN)),
              response="", timestamp=float(i), query_vector=q[i], response_vector=None,
@@ -91,19 +99,36 @@ def _naive(n: int, turns: int, rng: np.random.Generator, centres: np.ndarray) ->
     return times
 
 
-def run_size(n: int, turns: int) -> dict[str, Any]:
-    from dhrag_core import HistoryDatabase, MemoryStore, Passage, Settings
+def _open_store(backend: str, dsn: str | None, folder: str) -> Any:
+    from dhrag_core import MemoryStore, PostgresStore, SQLiteStore
+
+    if backend == "memory":
+        return MemoryStore()
+    if backend == "sqlite":
+        return SQLiteStore(f"{folder}/history.db")
+    return PostgresStore(dsn)
+
+
+def run_size(n: int, turns: int, backend: str = "memory", dsn: str | None = None,
+             naive_turns: int = 100) -> dict[str, Any]:
+    import tempfile
+
+    from dhrag_core import HistoryDatabase, Passage, Settings
 
     rng = np.random.default_rng(0)
     centres = rng.standard_normal((40, DIM))
-    store = MemoryStore()
-    store.apply("s", upsert=_seed_turns(n, rng, centres))
+    folder = tempfile.mkdtemp(prefix="dhrag-micro-")
+    store = _open_store(backend, dsn, folder)
+    sid = f"s-{uuid.uuid4().hex}" if backend == "postgres" else "s"
+    t0 = time.perf_counter()
+    store.apply(sid, upsert=_seed_turns(n, rng, centres, sid))
+    seed_s = time.perf_counter() - t0
     clock = iter(range(n, n + 10 * turns))
     db = HistoryDatabase(embedder=_ConstantEmbedder(), store=store,
                          settings=Settings(capacity=n, merge_threshold=1.0),
                          clock=lambda: float(next(clock)))
     t0 = time.perf_counter()
-    assert db.size("s") == n
+    assert db.size(sid) == n
     load_s = time.perf_counter() - t0
     add_t, search_t = [], []
     qs, ps = _turn_vectors(rng, turns, centres)
@@ -111,19 +136,24 @@ def run_size(n: int, turns: int) -> dict[str, Any]:
         passages = [Passage(text=f"new {i}.{j}", id=f"n{i}.{j}", vector=ps[i, j])
                     for j in range(PASSAGES_PER_TURN)]
         a = time.perf_counter()
-        db.select("s", qs[i])
+        db.select(sid, qs[i])
         b = time.perf_counter()
-        db.add("s", f"new query {i}", passages, "", query_vector=qs[i])
+        db.add(sid, f"new query {i}", passages, "", query_vector=qs[i])
         c = time.perf_counter()
         search_t.append(b - a)
         add_t.append(c - b)
-    assert db.size("s") == n, "capacity bound must hold"
+    assert db.size(sid) == n, "capacity bound must hold"
+    if backend == "postgres":
+        store.delete_session(sid)
+    db.close()
     total = np.add(add_t, search_t)
-    naive = np.asarray(_naive(n, min(turns, 100), rng, centres))
+    naive = np.asarray(_naive(n, min(turns, naive_turns), rng, centres) if naive_turns
+                       else [np.nan])
     peak_mib = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     ms = lambda a, p: float(np.percentile(a, p) * 1e3)  # noqa: E731
     return {
-        "triples": n, "turns_timed": turns, "load_s": load_s,
+        "triples": n, "backend": backend, "turns_timed": turns, "seed_s": seed_s,
+        "load_s": load_s,
         "add_p50_ms": ms(add_t, 50), "search_p50_ms": ms(search_t, 50),
         "turn_p50_ms": ms(total, 50), "turn_p95_ms": ms(total, 95),
         "naive_turn_p50_ms": ms(naive, 50),
@@ -132,24 +162,78 @@ def run_size(n: int, turns: int) -> dict[str, Any]:
     }
 
 
+def _print_backends(rows: list[dict[str, Any]]) -> None:
+    print("| triples | backend | select p50 ms | add p50 ms | turn p50 ms | turn p95 ms "
+          "| p50 vs memory | seed (1 apply) s | load s |")
+    print("|" + "---|" * 9)
+    base = {r["triples"]: r["turn_p50_ms"] for r in rows if r["backend"] == "memory"}
+    for r in rows:
+        ratio = (f"{r['turn_p50_ms'] / base[r['triples']]:.1f}x" if r["triples"] in base
+                 else "-")
+        print(f"| {r['triples']:,} | {r['backend']} | {r['search_p50_ms']:.3f} "
+              f"| {r['add_p50_ms']:.3f} | {r['turn_p50_ms']:.3f} | {r['turn_p95_ms']:.3f} "
+              f"| {ratio} | {r['seed_s']:.2f} | {r['load_s']:.2f} |")
+
+
 def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--sizes", type=int, nargs="+", default=[100, 1_000, 10_000, 100_000])
+    ap.add_argument("--sizes", type=int, nargs="+", default=None,
+                    help="stored triples (default 100 1000 10000 100000; with several "
+                         "backends 1000 10000)")
     ap.add_argument("--turns", type=int, default=300)
+    ap.add_argument("--backends", nargs="+", default=["memory"],
+                    choices=["memory", "sqlite", "postgres"])
+    ap.add_argument("--dsn", default=None,
+                    help="PostgreSQL DSN (default: $DHRAG_POSTGRES_DSN, else a temporary server)")
     ap.add_argument("--one", type=int, help=argparse.SUPPRESS)
+    ap.add_argument("--backend", default="memory", help=argparse.SUPPRESS)
     ap.add_argument("--json", help="also write the figures to this file")
+    ap.add_argument("--plot", help="also plot time per turn vs history size (memory) to this PNG")
     args = ap.parse_args(argv)
     if args.one:
-        print(json.dumps(run_size(args.one, args.turns)))
+        print(json.dumps(run_size(args.one, args.turns, args.backend, args.dsn,
+                                  naive_turns=100 if args.backends == ["memory"] else 0)))
         return
+    several = args.backends != ["memory"]
+    sizes = args.sizes or ([1_000, 10_000] if several else [100, 1_000, 10_000, 100_000])
+    server = None
+    dsn = args.dsn or os.environ.get("DHRAG_POSTGRES_DSN")
+    if "postgres" in args.backends and not dsn:
+        from benchmarks.pg_server import TempPostgres
+
+        server = TempPostgres()
+        dsn = server.start()
     rows = []
-    for n in args.sizes:
-        out = subprocess.run(
-            [sys.executable, "-m", "benchmarks.history_micro", "--one", str(n),
-             "--turns", str(args.turns)],
-            capture_output=True, text=True, check=True,
-        )
-        rows.append(json.loads(out.stdout.strip().splitlines()[-1]))
+    try:
+        for n in sizes:
+            for backend in args.backends:
+                cmd = [sys.executable, "-m", "benchmarks.history_micro", "--one", str(n),
+                       "--turns", str(args.turns), "--backend", backend,
+                       "--backends", *args.backends]
+                if backend == "postgres" and dsn:
+                    cmd += ["--dsn", dsn]
+                out = subprocess.run(cmd, capture_output=True, text=True, check=True)
+                rows.append(json.loads(out.stdout.strip().splitlines()[-1]))
+    finally:
+        if server is not None:
+            server.stop()
+    if several:
+        _print_backends(rows)
+    else:
+        _print_memory(rows)
+    if args.json:
+        with open(args.json, "w", encoding="utf-8") as f:
+            json.dump(rows, f, indent=2)
+    if args.plot:
+        from pathlib import Path
+
+        from benchmarks.report import plot_scaling
+
+        memory = [r for r in rows if r.get("backend", "memory") == "memory"]
+        print(f"plot: {plot_scaling(memory, Path(args.plot))}")
+
+
+def _print_memory(rows: list[dict[str, Any]]) -> None:
     head = ("| triples | add p50 ms | search p50 ms | turn p50 ms | turn p95 ms "
             "| naive p50 ms | speed-up | peak RSS MiB |")
     print(head)
@@ -158,9 +242,6 @@ def main(argv: list[str] | None = None) -> None:
         print(f"| {r['triples']:,} | {r['add_p50_ms']:.3f} | {r['search_p50_ms']:.3f} "
               f"| {r['turn_p50_ms']:.3f} | {r['turn_p95_ms']:.3f} | {r['naive_turn_p50_ms']:.3f} "
               f"| {r['speedup_vs_naive']:.1f}x | {r['peak_rss_mib']:.0f} |")
-    if args.json:
-        with open(args.json, "w", encoding="utf-8") as f:
-            json.dump(rows, f, indent=2)
 
 
 if __name__ == "__main__":

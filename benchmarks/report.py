@@ -28,7 +28,9 @@ from benchmarks.metrics import (
 )
 from benchmarks.runner import RunResult, SystemRun
 
-__all__ = ["family", "latency_ms", "markdown", "plot_depth", "summarise", "write_report"]
+__all__ = [
+    "family", "latency_ms", "markdown", "plot_depth", "plot_scaling", "summarise", "write_report",
+]
 
 log = logging.getLogger(__name__)
 
@@ -290,6 +292,36 @@ def plot_depth(summary: Mapping[str, Any], path: Path) -> Path:
     ax.set_ylabel("MRR@10")
     ax.set_title("MRR@10 by turn depth")
     ax.grid(alpha=0.3)
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+    return path
+
+
+def plot_scaling(rows: Sequence[Mapping[str, Any]], path: Path) -> Path:
+    """Log-log plot of history work per turn (p50, p95) and of the naive baseline's p50
+    against the number of stored triples; ``rows`` are the micro-benchmark's rows."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    rows = sorted(rows, key=lambda r: r["triples"])
+    xs = [r["triples"] for r in rows]
+    fig, ax = plt.subplots(figsize=(7, 4.5))
+    ax.plot(xs, [r["turn_p50_ms"] for r in rows], marker="o", label="dhrag history work, p50")
+    ax.plot(xs, [r["turn_p95_ms"] for r in rows], marker="o", linestyle="--",
+            label="dhrag history work, p95")
+    if all("naive_turn_p50_ms" in r for r in rows):
+        ax.plot(xs, [r["naive_turn_p50_ms"] for r in rows], marker="s", linestyle=":",
+                color="grey", label="naive list scan, p50")
+    ax.set_xscale("log")
+    ax.set_yscale("log")
+    ax.set_xlabel("stored triples (session at capacity: every turn also evicts)")
+    ax.set_ylabel("ms per turn (select + add)")
+    ax.set_title("History work per turn vs history size")
+    ax.grid(alpha=0.3, which="both")
     ax.legend(fontsize=8)
     fig.tight_layout()
     fig.savefig(path, dpi=120)

@@ -25,7 +25,16 @@ from dhrag_core.records import (
 )
 from dhrag_core.rewriting import LightRewriter, QueryRewriter, Rewrite
 from dhrag_core.settings import Settings
-from dhrag_core.store import HistoryStore, MemoryStore, SQLiteStore, StaleSessionError, open_store
+from dhrag_core.store import (
+    CorruptStoreError,
+    HistoryStore,
+    MemoryStore,
+    PostgresStore,
+    SQLiteStore,
+    StaleSessionError,
+    StoreUnavailableError,
+    open_store,
+)
 from dhrag_core.summaries import ExtractiveSummariser, Summariser
 
 __version__ = "0.1.0"
@@ -36,6 +45,7 @@ __all__ = [
     "AddResult",
     "Candidate",
     "ContextItem",
+    "CorruptStoreError",
     "Embedder",
     "ExtractiveSummariser",
     "FaissKnowledgeBase",
@@ -53,6 +63,7 @@ __all__ = [
     "OpenAICompatibleLLM",
     "Passage",
     "PassageHit",
+    "PostgresStore",
     "QueryRewriter",
     "Rewrite",
     "SQLiteStore",
@@ -60,6 +71,7 @@ __all__ = [
     "Selection",
     "Settings",
     "StaleSessionError",
+    "StoreUnavailableError",
     "Summariser",
     "Turn",
     "VectorIndex",

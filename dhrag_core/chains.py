@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from dhrag_core.index import VectorIndex
+from dhrag_core.index import RowBuffer, VectorIndex
 from dhrag_core.records import Vector
 
 __all__ = ["Chain", "ChainTracker", "chain_length_stats"]
@@ -34,6 +34,8 @@ class Chain:
     total: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.float64))
     last_index: int = -1
     last_vector: np.ndarray | None = None
+    rows: RowBuffer | None = field(default=None, repr=False, compare=False)
+    """The members' vectors in member order, built when first asked for (``window``)."""
 
     @property
     def centroid(self) -> Vector:
@@ -67,6 +69,8 @@ class ChainTracker:
         at = bisect.bisect_right(chain.indexes, index)
         chain.members.insert(at, turn_id)
         chain.indexes.insert(at, index)
+        if chain.rows is not None:
+            chain.rows.insert(at, vector)
         chain.total = chain.total + vector.astype(np.float64)
         if index >= chain.last_index:
             chain.last_index, chain.last_vector = index, vector
@@ -119,6 +123,8 @@ class ChainTracker:
         was_latest = chain.members[-1] == turn_id
         at = chain.members.index(turn_id)
         del chain.members[at], chain.indexes[at]
+        if chain.rows is not None:
+            chain.rows.delete(at)
         chain.total = chain.total - vector.astype(np.float64)
         if not chain.members:
             del self.chains[cid]
@@ -128,6 +134,15 @@ class ChainTracker:
         if was_latest:
             chain.last_index, chain.last_vector = chain.indexes[-1], vectors[chain.members[-1]]
         self._sync(chain)
+
+    def window(
+        self, chain_id: int, vectors: Mapping[str, Vector], size: int
+    ) -> tuple[list[str], list[int], np.ndarray]:
+        """The chain's latest ``size`` members: ids, turn indexes and vectors (oldest first)."""
+        chain = self.chains[chain_id]
+        if chain.rows is None:
+            chain.rows = RowBuffer(np.stack([vectors[m] for m in chain.members]))
+        return chain.members[-size:], chain.indexes[-size:], chain.rows.view()[-size:]
 
     def centroid_similarities(self, vector: Vector) -> tuple[list[int], np.ndarray]:
         """Every chain id with the cosine of its centroid to ``vector``."""

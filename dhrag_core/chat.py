@@ -11,6 +11,7 @@ from __future__ import annotations
 import argparse
 import atexit
 import contextlib
+import io
 import logging
 import os
 import sys
@@ -27,7 +28,7 @@ from dhrag_core.ingest import load_kb
 from dhrag_core.llm import LLM, LLMError, Message, OpenAICompatibleLLM, llm_from_env
 from dhrag_core.llm_rewriting import LLMRewriter
 from dhrag_core.records import Passage, Selection
-from dhrag_core.store import SQLiteStore
+from dhrag_core.store import PostgresStore, SQLiteStore, redact_dsn
 from dhrag_core.validation import check_session_id
 
 __all__ = [
@@ -186,6 +187,10 @@ class ChatSession:
             return (f"session {self.session_id!r} is saved after every turn in "
                     f"{self.store_url.removeprefix('sqlite:///')} ({self.turns} turns); "
                     f"continue it with --session {self.session_id} --store {self.store_url}")
+        if isinstance(store, PostgresStore):
+            return (f"session {self.session_id!r} is saved after every turn in PostgreSQL "
+                    f"{redact_dsn(store.dsn)} ({self.turns} turns); continue it with "
+                    f"--session {self.session_id} --store {redact_dsn(store.dsn)}")
         return (f"session {self.session_id!r} is in memory only ({self.turns} turns) and ends "
                 "with this process; pass --store sqlite:///PATH.db to keep it")
 
@@ -305,7 +310,8 @@ def add_chat_arguments(parser: argparse.ArgumentParser) -> None:
                         "default); the same name continues a stored conversation")
     parser.add_argument("--store", default=None,
                         help="history store: sqlite:///PATH.db (default: "
-                             "~/.local/share/dhrag/chat.db) or memory")
+                             "~/.local/share/dhrag/chat.db), memory, or "
+                             "postgresql://user:password@host:port/db")
     parser.add_argument("--base-url", default=None,
                         help="OpenAI-compatible endpoint (default: $OPENAI_BASE_URL)")
     parser.add_argument("--model", default=None,
@@ -332,6 +338,8 @@ def run_chat(args: argparse.Namespace, stdin: TextIO | None = None,
     """The ``dhrag chat`` command."""
     stdin = sys.stdin if stdin is None else stdin
     stdout = sys.stdout if stdout is None else stdout
+    if isinstance(stdin, io.TextIOWrapper):
+        stdin.reconfigure(errors="replace")  # undecodable input bytes: U+FFFD, not a crash
     try:
         llm: OpenAICompatibleLLM | None = llm_from_env(args.base_url, args.model, args.api_key,
                                                        timeout=args.timeout)
@@ -352,7 +360,7 @@ def run_chat(args: argparse.Namespace, stdin: TextIO | None = None,
     stdout.write(
         f"dhrag chat: {len(kb)} passages from {args.kb}; session {args.session!r} "
         f"({'continuing, ' + str(earlier) + ' earlier turns' if earlier else 'new'}) in "
-        f"{store}; answers: {answers}\ncommands: {COMMANDS}\n"
+        f"{redact_dsn(store)}; answers: {answers}\ncommands: {COMMANDS}\n"
     )
     stdout.flush()
     interactive = stdin.isatty() and stdin is sys.stdin

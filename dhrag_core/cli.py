@@ -16,6 +16,7 @@ from dhrag_core.embedding import MiniLMEmbedder
 from dhrag_core.engine import DHRAG
 from dhrag_core.records import Selection
 from dhrag_core.settings import Settings
+from dhrag_core.store import open_store
 
 __all__ = ["main"]
 
@@ -55,9 +56,15 @@ def _print_turn(out: TextIO, n: int, sel: Selection, answer: str) -> None:
 def run_demo(args: argparse.Namespace) -> int:
     t0 = time.perf_counter()
     out = sys.stdout
+    try:
+        store = open_store(args.store)
+        store.sessions()  # a damaged file fails here, before the model loads
+    except (OSError, ValueError) as exc:
+        sys.stderr.write(f"dhrag demo: error: {exc}\n")
+        return 2
     embedder = MiniLMEmbedder()
     kb = load_demo_kb(embedder)
-    rag = DHRAG(kb, embedder=embedder, store=args.store, settings=Settings())
+    rag = DHRAG(kb, embedder=embedder, store=store, settings=Settings())
     raw = DHRAG(kb, embedder=embedder, settings=Settings(use_rewrite=False, history_turns=1))
     answerer = ExtractiveAnswerer(embedder)
     session = "demo"
@@ -91,7 +98,8 @@ def build_parser() -> argparse.ArgumentParser:
     sub = ap.add_subparsers(dest="command", required=True)
     demo = sub.add_parser("demo", help="run a scripted multi-turn session offline")
     demo.add_argument("--store", default="memory",
-                      help="history store: memory (default) or sqlite:///path.db")
+                      help="history store: memory (default), sqlite:///path.db or "
+                           "postgresql://user:password@host:port/db")
     demo.set_defaults(func=run_demo)
     chat = sub.add_parser("chat", help="chat with DH-RAG over your own files (LLM optional)")
     add_chat_arguments(chat)

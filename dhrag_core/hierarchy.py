@@ -20,6 +20,7 @@ import numpy as np
 from dhrag_core.chains import ChainTracker
 from dhrag_core.clustering import TopicClusters
 from dhrag_core.embedding import l2_normalise
+from dhrag_core.index import RowBuffer
 from dhrag_core.records import Turn, Vector
 from dhrag_core.settings import Settings
 
@@ -65,16 +66,16 @@ def _top(scores: np.ndarray, k: int) -> np.ndarray:
 
 class _Group:
     """One summary node's members and vector sum, with its members in turn order and their
-    stacked vectors cached until the membership changes."""
+    stacked vectors, built on first use and then kept in step with the membership."""
 
-    __slots__ = ("_ids", "_indexes", "_matrix", "members", "total")
+    __slots__ = ("_ids", "_indexes", "_rows", "members", "total")
 
     def __init__(self, dimension: int) -> None:
         self.members: set[str] = set()
         self.total = np.zeros(dimension, dtype=np.float64)
         self._ids: list[str] | None = None
         self._indexes: list[int] = []
-        self._matrix: np.ndarray | None = None
+        self._rows: RowBuffer | None = None
 
     def add(self, turn_id: str, vector: Vector, index: int) -> None:
         self.members.add(turn_id)
@@ -83,8 +84,8 @@ class _Group:
             at = bisect.bisect_right(self._indexes, index)
             self._ids.insert(at, turn_id)
             self._indexes.insert(at, index)
-            if self._matrix is not None:
-                self._matrix = np.insert(self._matrix, at, vector, axis=0)
+            if self._rows is not None:
+                self._rows.insert(at, vector)
 
     def discard(self, turn_id: str, vector: Vector) -> None:
         self.members.discard(turn_id)
@@ -92,8 +93,8 @@ class _Group:
         if self._ids is not None:
             at = self._ids.index(turn_id)
             del self._ids[at], self._indexes[at]
-            if self._matrix is not None:
-                self._matrix = np.delete(self._matrix, at, axis=0)
+            if self._rows is not None:
+                self._rows.delete(at)
 
     def ordered(self, index_of: Mapping[str, int]) -> tuple[list[str], list[int]]:
         """Member ids and their turn indexes, oldest first."""
@@ -104,10 +105,10 @@ class _Group:
 
     def matrix(self, vectors: Mapping[str, Vector], index_of: Mapping[str, int]) -> np.ndarray:
         """The members' vectors stacked in ``ordered`` order."""
-        if self._matrix is None:
+        if self._rows is None:
             ids, _ = self.ordered(index_of)
-            self._matrix = np.stack([vectors[m] for m in ids])
-        return self._matrix
+            self._rows = RowBuffer(np.stack([vectors[m] for m in ids]))
+        return self._rows.view()
 
 
 @dataclass(frozen=True)

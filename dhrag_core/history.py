@@ -11,6 +11,7 @@ from __future__ import annotations
 import heapq
 import json
 import logging
+import random
 import threading
 import time
 import uuid
@@ -37,7 +38,7 @@ __all__ = ["AddResult", "HistoryDatabase", "PassageHit"]
 
 log = logging.getLogger(__name__)
 
-_MAX_RETRIES = 5
+_MAX_RETRIES = 50  # optimistic writes under contention: retried with jittered backoff
 _SUMMARY_CACHE = 512
 _CHAIN_WINDOW = 64
 
@@ -150,7 +151,8 @@ class HistoryDatabase:
 
     Args:
         embedder: Encodes queries, responses and passages; default: offline MiniLM (lazy).
-        store: A ``HistoryStore`` or a URL (``memory``, ``sqlite:///path.db``).
+        store: A ``HistoryStore`` or a URL (``memory``, ``sqlite:///path.db``,
+            ``postgresql://user:password@host/db``).
         settings: Weights, capacity and limits.
         clock: Seconds since the epoch; inject one to test recency.
         summariser: Writes the summary-node texts shown in traces; default: extractive.
@@ -300,7 +302,7 @@ class HistoryDatabase:
             qv, rv, pv = self._encode_turn(query, response, items, query_vector)
         items = [replace(p, vector=None) for p in items]
 
-        for _ in range(_MAX_RETRIES):
+        for attempt in range(_MAX_RETRIES):
             with timer("update_s"):
                 s = self._session(session_id)
                 with s.lock:
@@ -309,7 +311,10 @@ class HistoryDatabase:
                             session_id, s, query, items, response, meta, qv, rv, pv, timestamp
                         )
                     except StaleSessionError:
-                        continue  # reloaded already; retry against the fresh state
+                        # reloaded already; retry against the fresh state, after a jittered
+                        # pause so that writers in other processes stop colliding in step
+                        time.sleep(random.uniform(0, 0.001 * 2 ** min(attempt, 6)))
+                        continue
             return replace(result, timings=dict(timer))
         raise StaleSessionError(f"session {session_id!r} kept changing; gave up after retries")
 
@@ -379,7 +384,13 @@ class HistoryDatabase:
                 session_id, upsert=upsert, delete=evicted, expected_version=s.version
             )
         except BaseException:
-            self._reload(session_id, s)  # the tree may be ahead of the store: rebuild it
+            # the tree may be ahead of the store: rebuild it now, or (store unreachable) on
+            # the next call, without hiding the error that stopped this one
+            try:
+                self._reload(session_id, s)
+            except Exception:
+                s.version = -1
+                log.warning("session %r will reload on its next use", session_id)
             raise
         s.drop(evicted)
         s.put(upsert)
@@ -438,7 +449,9 @@ class HistoryDatabase:
         _, _, weight = self._weights(s, slots, sims, index, now)
         if protect in s.queries:
             weight[slots == s.queries.slot_of(protect)] = np.inf
-        return [s.queries.key_at(int(slots[i])) for i in scoring.lowest_weights(weight, n)]
+        # equal weights evict the older turn (by turn index: slots are reused)
+        drop = scoring.lowest_weights(weight, n, age=s.slot_index[slots])
+        return [s.queries.key_at(int(slots[i])) for i in drop]
 
     # -- reads -----------------------------------------------------------------------------
 
@@ -507,9 +520,11 @@ class HistoryDatabase:
             best = s.tree.best_chain(qv, recency_of_index, alpha)
             if best is not None:
                 # the best triple of T*, among its latest turns (older ones have decayed)
-                members = s.tree.chains.chains[best[0]].members[-_CHAIN_WINDOW:]
-                rel = scoring.relevance(np.stack([s.tree.vectors[m] for m in members]) @ qv)
-                rec = recency_of_index(np.array([s.turns[m].index for m in members], float))
+                members, indexes, vectors = s.tree.chains.window(
+                    best[0], s.tree.vectors, _CHAIN_WINDOW
+                )
+                rel = scoring.relevance(vectors @ qv)
+                rec = recency_of_index(np.array(indexes, dtype=np.float64))
                 top = members[int(np.argmax(scoring.combined_weight(rel, rec, alpha)))]
                 via.setdefault(top, []).append("chain")
         if cfg.use_recency and s.latest is not None:

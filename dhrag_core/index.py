@@ -15,7 +15,7 @@ import numpy as np
 
 from dhrag_core.records import Vector
 
-__all__ = ["VectorIndex"]
+__all__ = ["RowBuffer", "VectorIndex"]
 
 K = TypeVar("K", bound=Hashable)
 
@@ -30,6 +30,7 @@ class VectorIndex(Generic[K]):
         self._slot: dict[K, int] = {}
         self._free: list[int] = []
         self._live = np.zeros(0, dtype=bool)
+        self._all: np.ndarray | None = None
 
     def __len__(self) -> int:
         return len(self._slot)
@@ -129,6 +130,47 @@ class VectorIndex(Generic[K]):
         q = self._check(query)[0]
         if not self._slot:
             return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.float32)
-        slots = np.flatnonzero(self._live[: self._index.ntotal])
+        n = self._index.ntotal
         sims = self._storage() @ q
+        if len(self._slot) == n:  # no free slot (a full session reuses them): every row
+            if self._all is None or self._all.size != n:
+                self._all = np.arange(n)
+                self._all.setflags(write=False)
+            return self._all, sims
+        slots = np.flatnonzero(self._live[:n])
         return slots, sims[slots]
+
+
+class RowBuffer:
+    """Row vectors kept in order in a buffer with room to grow: appending a newest row and
+    dropping the oldest (what nearly every turn does to a summary group or a chain) cost O(d),
+    not a copy of all rows; a middle insert or delete moves the rows after it."""
+
+    __slots__ = ("_buf", "_hi", "_lo")
+
+    def __init__(self, rows: np.ndarray) -> None:
+        self._buf = np.empty((max(8, 2 * len(rows)), rows.shape[1]), dtype=np.float32)
+        self._lo, self._hi = 0, len(rows)
+        self._buf[: self._hi] = rows
+
+    def view(self) -> np.ndarray:
+        return self._buf[self._lo : self._hi]
+
+    def insert(self, at: int, row: Vector) -> None:
+        if self._hi == len(self._buf):
+            live = self.view()
+            grown = np.empty((max(8, 2 * len(live)), self._buf.shape[1]), dtype=np.float32)
+            grown[: len(live)] = live
+            self._buf, self._lo, self._hi = grown, 0, len(live)
+        i = self._lo + at
+        self._buf[i + 1 : self._hi + 1] = self._buf[i : self._hi]
+        self._buf[i] = row
+        self._hi += 1
+
+    def delete(self, at: int) -> None:
+        if at == 0:
+            self._lo += 1
+            return
+        i = self._lo + at
+        self._buf[i : self._hi - 1] = self._buf[i + 1 : self._hi]
+        self._hi -= 1

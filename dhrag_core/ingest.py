@@ -135,11 +135,17 @@ def _document_passages(path: Path, relative: str, min_words: int, max_words: int
 def _jsonl_passages(path: Path) -> list[Passage]:
     out: list[Passage] = []
     seen: dict[str, int] = {}
-    with path.open(encoding="utf-8", errors="strict") as f:
-        for lineno, line in enumerate(f, 1):
+    with path.open("rb") as f:
+        for lineno, raw in enumerate(f, 1):
+            where = f"{path}:{lineno}"
+            try:
+                line = raw.decode("utf-8")
+            except UnicodeDecodeError as exc:
+                raise ValueError(
+                    f"{where}: not UTF-8 text ({exc.reason} at byte {exc.start} of the line)"
+                ) from None
             if not line.strip():
                 continue
-            where = f"{path}:{lineno}"
             try:
                 row: Any = json.loads(line)
             except json.JSONDecodeError as exc:
@@ -248,14 +254,19 @@ def embed_cached(
         digest.update(b"\0" + t.encode("utf-8", "surrogatepass"))
     path = folder / f"{digest.hexdigest()}.npy"
     expected = (len(texts), embedder.dimension)
+    check = path.with_suffix(".sha256")
     if path.is_file():
         try:
             cached = np.load(path, allow_pickle=False)
-            if cached.shape == expected and np.isfinite(cached).all():
+            if cached.shape != expected:
+                log.warning("ignoring cache %s: shape %s, expected %s", path, cached.shape,
+                            expected)
+            elif not check.is_file() or check.read_text().strip() != _checksum(cached):
+                log.warning("ignoring cache %s: its checksum does not match (damaged file)", path)
+            else:
                 log.info("knowledge base vectors from cache %s", path)
                 out: Vector = cached.astype(np.float32, copy=False)
                 return out
-            log.warning("ignoring cache %s: shape %s, expected %s", path, cached.shape, expected)
         except (OSError, ValueError) as exc:
             log.warning("ignoring unreadable cache %s: %s", path, exc)
     t0 = time.perf_counter()
@@ -278,11 +289,17 @@ def embed_cached(
         with tmp.open("wb") as f:
             np.save(f, vectors)
         os.replace(tmp, path)
+        check.write_text(_checksum(vectors) + "\n")
         log.info("embedded %d passages in %.1f s; cached in %s", len(texts),
                  time.perf_counter() - t0, path)
     except OSError as exc:
         log.warning("could not cache knowledge base vectors in %s: %s", folder, exc)
     return vectors
+
+
+def _checksum(vectors: np.ndarray) -> str:
+    """SHA-256 of the vectors' bytes: a damaged cache file of the right shape is not used."""
+    return hashlib.sha256(np.ascontiguousarray(vectors, dtype=np.float32).tobytes()).hexdigest()
 
 
 def load_kb(

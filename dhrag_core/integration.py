@@ -24,7 +24,8 @@ def softmax(logits: npt.ArrayLike) -> npt.NDArray[np.float64]:
     x = np.asarray(logits, dtype=np.float64)
     if x.size == 0:
         return x
-    e = np.exp(x - x.max())
+    with np.errstate(over="ignore"):  # a spread beyond the float range: those weights are 0
+        e = np.exp(x - x.max())
     out: npt.NDArray[np.float64] = e / e.sum()
     return out
 

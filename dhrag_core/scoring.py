@@ -13,7 +13,8 @@ FloatArray = npt.NDArray[np.float64]
 def relevance(similarity: npt.ArrayLike) -> FloatArray:
     """Map cosine similarities to a relevance in [0, 1] (negative similarity counts as none)."""
     sim = np.asarray(similarity, dtype=np.float64)
-    return np.clip(np.nan_to_num(sim, nan=0.0), 0.0, 1.0)
+    out: FloatArray = np.fmin(np.fmax(sim, 0.0), 1.0)  # fmax/fmin map NaN to the bound
+    return out
 
 
 def recency(
@@ -28,13 +29,13 @@ def recency(
     """
     if half_life_turns <= 0:
         raise ValueError(f"half_life_turns must be > 0, got {half_life_turns!r}")
-    turns = np.maximum(np.asarray(turn_age, dtype=np.float64), 0.0)
-    out = np.exp2(-turns / half_life_turns)
+    halvings = np.maximum(np.asarray(turn_age, dtype=np.float64), 0.0) / half_life_turns
     if seconds_age is not None and half_life_seconds is not None:
         if half_life_seconds <= 0:
             raise ValueError(f"half_life_seconds must be > 0, got {half_life_seconds!r}")
         secs = np.maximum(np.asarray(seconds_age, dtype=np.float64), 0.0)
-        out = out * np.exp2(-secs / half_life_seconds)
+        halvings = halvings + secs / half_life_seconds
+    out: FloatArray = np.exp2(-halvings)
     return out
 
 
@@ -47,20 +48,31 @@ def combined_weight(relevance: npt.ArrayLike, recency: npt.ArrayLike, alpha: flo
     return alpha * rel + (1.0 - alpha) * rec
 
 
-def lowest_weights(weights: npt.ArrayLike, n: int) -> npt.NDArray[np.intp]:
-    """Positions of the ``n`` lowest weights (paper eq. 14: what TopN drops).
+def lowest_weights(
+    weights: npt.ArrayLike, n: int, age: npt.ArrayLike | None = None
+) -> npt.NDArray[np.intp]:
+    """Positions of the ``n`` lowest weights (paper eq. 14: what TopN drops), ascending.
 
-    Ties go to the earlier position, so among equal weights the older item is evicted.
+    Ties go to the lower ``age`` (e.g. the turn index: the older item is evicted), or to the
+    earlier position when no ``age`` is given.
     """
     w = np.asarray(weights, dtype=np.float64)
     if n <= 0:
         return np.empty(0, dtype=np.intp)
     if n >= w.size:
         return np.arange(w.size, dtype=np.intp)
-    # a partition finds the n-th lowest in O(size); only the items at or below it are sorted
-    kth = np.partition(w, n - 1)[n - 1]
-    candidates = np.flatnonzero(w <= kth)
-    return np.sort(candidates[np.argsort(w[candidates], kind="stable")[:n]])
+    # O(size): the n-th lowest weight, everything below it, then the ties at it broken by
+    # age (old weights often tie exactly: relevance clipped to 0, recency decayed to 0)
+    kth = w.min() if n == 1 else np.partition(w, n - 1)[n - 1]
+    below = np.flatnonzero(w < kth)
+    ties = np.flatnonzero(w == kth)
+    need = n - below.size
+    if age is None or need >= ties.size:
+        picked = ties[:need]
+    else:
+        a = np.asarray(age)[ties]
+        picked = ties[np.argsort(a, kind="stable")[:need]] if need > 1 else ties[[np.argmin(a)]]
+    return np.sort(np.concatenate([below, picked])).astype(np.intp)
 
 
 def contrast(relevance: npt.ArrayLike, temperature: float) -> FloatArray:

@@ -13,6 +13,8 @@ from dhrag_core.records import Turn
 
 __all__ = ["ExtractiveSummariser", "Summariser"]
 
+_TOKEN_CACHE = 4096
+
 
 @runtime_checkable
 class Summariser(Protocol):
@@ -29,12 +31,23 @@ class ExtractiveSummariser:
 
     def __init__(self, n_terms: int = 4) -> None:
         self.n_terms = n_terms
+        self._tokens: dict[tuple[str, str, int], list[str]] = {}
+
+    def _words(self, turn: Turn) -> list[str]:
+        """The turn's content words, remembered: a summary node re-reads the same turns."""
+        key = (turn.session_id, turn.turn_id, turn.index)  # a merged turn gets a new index
+        words = self._tokens.get(key)
+        if words is None:
+            if len(self._tokens) >= _TOKEN_CACHE:
+                self._tokens.clear()
+            words = self._tokens[key] = tokens(f"{turn.query} {turn.response}")
+        return words
 
     def summarise(self, turns: Sequence[Turn]) -> str:
         if not turns:
             return ""
         vecs = np.stack([t.query_vector for t in turns])
         central = turns[int(np.argmax(vecs @ vecs.mean(axis=0)))]
-        counts = Counter(w for t in turns for w in tokens(f"{t.query} {t.response}"))
+        counts = Counter(w for t in turns for w in self._words(t))
         terms = [w for w, _ in counts.most_common(self.n_terms)]
         return f"{central.query} [{', '.join(terms)}]" if terms else central.query

@@ -9,8 +9,14 @@ __all__ = ["check_k", "check_session_id", "check_text"]
 MAX_SESSION_ID_CHARS = 256
 
 
-def check_text(name: str, value: Any, *, max_chars: int, allow_empty: bool = False) -> str:
-    """Return ``value`` if it is a usable str, else raise ``TypeError``/``ValueError``."""
+def check_text(
+    name: str, value: Any, *, max_chars: int, allow_empty: bool = False,
+    fix: str = "raise it in Settings, or shorten the text",
+) -> str:
+    """Return ``value`` if it is a usable str, else raise ``TypeError``/``ValueError``.
+
+    ``fix`` is what the too-long message suggests.
+    """
     if value is None:
         raise TypeError(f"{name} must be a str, got None")
     if isinstance(value, (bytes, bytearray)):
@@ -21,8 +27,7 @@ def check_text(name: str, value: Any, *, max_chars: int, allow_empty: bool = Fal
         raise ValueError(f"{name} must not be empty or whitespace only")
     if len(value) > max_chars:
         raise ValueError(
-            f"{name} is {len(value):,} characters; the limit is {max_chars:,} "
-            "(raise it in Settings, or shorten the text)"
+            f"{name} is {len(value):,} characters; the limit is {max_chars:,} ({fix})"
         )
     if "\x00" in value:
         raise ValueError(f"{name} contains a NUL character")
@@ -38,7 +43,8 @@ def check_text(name: str, value: Any, *, max_chars: int, allow_empty: bool = Fal
 
 def check_session_id(value: Any) -> str:
     """A session id is a non-empty str of at most 256 characters."""
-    return check_text("session_id", value, max_chars=MAX_SESSION_ID_CHARS)
+    return check_text("session_id", value, max_chars=MAX_SESSION_ID_CHARS,
+                      fix="use a shorter id, e.g. a hash of it")
 
 
 def check_k(k: Any) -> int:

@@ -14,7 +14,7 @@ from langchain_core.messages import AIMessage, BaseMessage, HumanMessage
 from pydantic import Field
 
 from dhrag_core import DHRAG, Passage, Selection
-from dhrag_core.validation import check_session_id
+from dhrag_core.validation import check_session_id, check_text
 from langchain_dhrag._context import (
     arecord_turn,
     aselect,
@@ -236,12 +236,22 @@ class DHRAGChatMessageHistory(BaseChatMessageHistory):
         for i, m in enumerate(messages):
             if not isinstance(m, BaseMessage):
                 raise TypeError(f"messages[{i}] must be a BaseMessage, got {type(m).__name__}")
+        # pair questions with answers and check every text first: a bad message anywhere
+        # stores nothing of the batch
+        question, turns = self._question, []
         for m in messages:
             if isinstance(m, HumanMessage):
-                self._question = m.text
-            elif isinstance(m, AIMessage) and self._question is not None and not m.tool_calls:
-                question, self._question = self._question, None
-                record_turn(self.engine, self.session_id, question, m.text)
+                question = m.text
+            elif isinstance(m, AIMessage) and question is not None and not m.tool_calls:
+                turns.append((question, m.text))
+                question = None
+        cfg = self.engine.settings
+        for i, (q, a) in enumerate(turns):
+            check_text(f"question of turn {i}", q, max_chars=cfg.max_query_chars)
+            check_text(f"answer of turn {i}", a, max_chars=cfg.max_text_chars, allow_empty=True)
+        for q, a in turns:
+            record_turn(self.engine, self.session_id, q, a)
+        self._question = question
 
     def record(
         self, question: str, answer: str, documents: Sequence[Document | str] | None = None

@@ -98,7 +98,8 @@ class DHRAGRetriever(BaseRetriever):
             embedder: dhrag ``Embedder`` or LangChain ``Embeddings`` for queries and history
                 (default: the embedder of the vector store's ``DHRAGEmbeddings`` if it has
                 one, else offline MiniLM, loaded on first use).
-            store: History store or URL (``"memory"``, ``"sqlite:///history.db"``).
+            store: History store or URL (``"memory"``, ``"sqlite:///history.db"``,
+                ``"postgresql://user:password@host/db"``).
             settings: DH-RAG settings (``Settings(kb_k=...)`` sets how many passages are
                 fetched from ``knowledge`` per query).
             rewriter: dhrag ``QueryRewriter`` or a chat model (``ChatModelRewriter``).

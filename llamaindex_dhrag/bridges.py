@@ -351,7 +351,8 @@ def build_dhrag(
         retriever: The static knowledge base (``index.as_retriever(similarity_top_k=20)``).
         embedder: A dhrag embedder or a LlamaIndex ``BaseEmbedding`` (bridged); default: the
             offline MiniLM, loaded on first use.
-        store: History store or URL (``"memory"``, ``"sqlite:///path.db"``).
+        store: History store or URL (``"memory"``, ``"sqlite:///path.db"``,
+            ``"postgresql://user:password@host/db"``).
         settings: dhrag ``Settings``.
         rewriter: ``"light"`` (no LLM), ``"llm"`` (``LLMRewriter(llm)``) or a ``QueryRewriter``.
         llm: The LLM for ``rewriter="llm"``.

@@ -159,7 +159,8 @@ class DHRAGChatEngine(BaseChatEngine):
             llm: The LLM that answers (and rewrites, with ``rewriter="llm"``).
             embedder: dhrag embedder or LlamaIndex ``BaseEmbedding`` for the history and the
                 integration step; default: the offline MiniLM, loaded on first use.
-            store: History store or URL (``"memory"``, ``"sqlite:///path.db"``).
+            store: History store or URL (``"memory"``, ``"sqlite:///path.db"``,
+                ``"postgresql://user:password@host/db"``).
             settings: dhrag ``Settings``.
             rewriter: ``"light"`` (no LLM call), ``"llm"`` (``LLMRewriter(llm)``, falling back
                 to the light one on errors) or any ``QueryRewriter``.

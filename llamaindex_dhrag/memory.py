@@ -27,6 +27,14 @@ DEFAULT_HEADER = (
 )
 
 
+def _check_messages(messages: Any) -> None:
+    if isinstance(messages, (str, bytes)) or not isinstance(messages, (list, tuple)):
+        raise TypeError(f"messages must be a list of ChatMessage, got {type(messages).__name__}")
+    for i, m in enumerate(messages):
+        if not isinstance(m, ChatMessage):
+            raise TypeError(f"messages[{i}] must be a ChatMessage, got {type(m).__name__}")
+
+
 class DHRAGMemoryBlock(BaseMemoryBlock[str]):
     """A memory block that stores flushed turns in DH-RAG and returns the relevant ones.
 
@@ -103,6 +111,7 @@ class DHRAGMemoryBlock(BaseMemoryBlock[str]):
         self, messages: list[ChatMessage] | None = None, **block_kwargs: Any
     ) -> str:
         """The turns selected for the latest user message, as text ("" if none)."""
+        _check_messages(messages or [])
         latest = next(
             (message_text(m) for m in reversed(messages or []) if m.role == MessageRole.USER),
             "",
@@ -115,6 +124,7 @@ class DHRAGMemoryBlock(BaseMemoryBlock[str]):
 
     async def _aput(self, messages: list[ChatMessage]) -> None:
         """Store the flushed messages' user/assistant exchanges as turns, in order."""
+        _check_messages(messages)
         given = next((m.additional_kwargs.get("session_id") for m in messages
                       if m.additional_kwargs.get("session_id") is not None), None)
         session = self._session(given)

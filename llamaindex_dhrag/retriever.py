@@ -9,7 +9,7 @@ from llama_index.core.base.base_retriever import BaseRetriever
 from llama_index.core.base.embeddings.base import BaseEmbedding
 from llama_index.core.callbacks import CallbackManager
 from llama_index.core.llms.llm import LLM
-from llama_index.core.schema import NodeWithScore, QueryBundle
+from llama_index.core.schema import NodeWithScore, QueryBundle, QueryType
 
 from dhrag_core import (
     DHRAG,
@@ -102,6 +102,24 @@ class DHRAGRetriever(BaseRetriever):
     def last_selection(self) -> Selection | None:
         """The selection of the latest retrieval (its trace, history and rewritten query)."""
         return self._last
+
+    @staticmethod
+    def _check_query(query: object) -> None:
+        if not isinstance(query, (str, QueryBundle)):
+            raise TypeError(
+                f"query must be a str or QueryBundle, got {type(query).__name__}"
+                + ("; decode it first (value.decode('utf-8'))" if isinstance(query, bytes)
+                   else "")
+            )
+
+    def retrieve(self, str_or_query_bundle: QueryType) -> list[NodeWithScore]:
+        """The integrated context for a query (a str or ``QueryBundle``), best first."""
+        self._check_query(str_or_query_bundle)
+        return super().retrieve(str_or_query_bundle)
+
+    async def aretrieve(self, str_or_query_bundle: QueryType) -> list[NodeWithScore]:
+        self._check_query(str_or_query_bundle)
+        return await super().aretrieve(str_or_query_bundle)
 
     def _retrieve(self, query_bundle: QueryBundle) -> list[NodeWithScore]:
         self._last = self._rag.select(self._session_id, query_bundle.query_str, self._k)

@@ -6,6 +6,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from pg_support import clean_postgres_dsn, postgres_dsn, postgres_server  # noqa: F401
 
 from dhrag_core import HashingEmbedder, HistoryDatabase, MemoryStore, Settings, SQLiteStore
 

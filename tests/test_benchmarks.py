@@ -483,3 +483,12 @@ def test_quick_run_end_to_end(tmp_path: Path) -> None:
         assert 0.0 <= s["overall"]["MRR@10"] <= 1.0
     assert by_name["last-turn"]["overall"]["MRR@10"] > 0.2  # the retriever finds gold passages
     assert (out / "quick.md").is_file() and (out / "quick_depth.png").is_file()
+
+
+def test_scaling_plot_is_written(tmp_path: Path) -> None:
+    from benchmarks.report import plot_scaling
+
+    rows = [{"triples": n, "turn_p50_ms": 0.1 * n ** 0.3, "turn_p95_ms": 0.2 * n ** 0.3,
+             "naive_turn_p50_ms": 0.001 * n} for n in (100, 1000, 10000)]
+    path = plot_scaling(rows, tmp_path / "scaling.png")
+    assert path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"

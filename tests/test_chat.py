@@ -189,6 +189,21 @@ def test_kb_vectors_are_cached_by_texts_and_model(kb: Path, tmp_path: Path) -> N
     assert vec.shape == (2, 64) and vec.dtype == np.float32
 
 
+def test_a_damaged_cache_of_the_right_shape_is_not_used(tmp_path: Path) -> None:
+    cache = tmp_path / "vectors"
+    first = embed_cached(["a", "b"], CountingEmbedder(), cache_dir=cache, progress=False)
+    [path] = cache.glob("*.npy")
+    damaged = first.copy()
+    damaged[0, 0] += 0.5  # same shape, finite: only the checksum tells
+    np.save(path, damaged)
+    again = CountingEmbedder()
+    vec = embed_cached(["a", "b"], again, cache_dir=cache, progress=False)
+    assert again.encoded == 2 and np.array_equal(vec, first)
+    reread = CountingEmbedder()
+    assert np.array_equal(embed_cached(["a", "b"], reread, cache_dir=cache), first)
+    assert reread.encoded == 0  # the rebuilt cache is trusted again
+
+
 # -- the chat command ----------------------------------------------------------------------
 
 

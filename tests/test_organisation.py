@@ -246,3 +246,24 @@ def test_split_of_a_large_cluster_looks_at_its_newest_members() -> None:
             assert all(age[m] >= limit for m in moved), "the split moved the new direction"
             return
     pytest.fail("the cluster never split")
+
+
+def test_group_rows_stay_in_step_with_members_through_inserts_and_deletes() -> None:
+    from dhrag_core.index import RowBuffer as _Rows
+
+    rng = np.random.default_rng(9)
+    rows = [rng.standard_normal(4).astype(np.float32) for _ in range(3)]
+    buf = _Rows(np.stack(rows))
+    for step in range(300):
+        op = rng.integers(0, 4)
+        if op < 2 or not rows:  # mostly append the newest, sometimes insert in the middle
+            at = len(rows) if op == 0 else int(rng.integers(0, len(rows) + 1))
+            v = rng.standard_normal(4).astype(np.float32)
+            rows.insert(at, v)
+            buf.insert(at, v)
+        else:  # mostly drop the oldest, sometimes another
+            at = 0 if op == 2 else int(rng.integers(0, len(rows)))
+            del rows[at]
+            buf.delete(at)
+        expected = np.stack(rows) if rows else np.zeros((0, 4), np.float32)
+        assert np.array_equal(buf.view(), expected), step

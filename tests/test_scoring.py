@@ -72,3 +72,9 @@ def test_lowest_weights_never_keeps_a_lower_item_than_it_drops(w: list[float], n
     kept = [w[i] for i in range(len(w)) if i not in drop]
     if kept and drop:
         assert max(w[i] for i in drop) <= min(kept)
+
+
+def test_lowest_weights_break_ties_by_age() -> None:
+    # equal weights: the lower age goes first, whatever the position
+    assert scoring.lowest_weights([0.2, 0.2, 0.2, 0.9], 1, age=[7, 3, 5, 0]).tolist() == [1]
+    assert scoring.lowest_weights([0.2, 0.2, 0.1], 2, age=[9, 4, 8]).tolist() == [1, 2]

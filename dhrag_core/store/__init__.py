@@ -1,14 +1,29 @@
 """History storage backends behind one protocol."""
 
-from dhrag_core.store.base import HistoryStore, StaleSessionError
+from dhrag_core.store.base import CorruptStoreError, HistoryStore, StaleSessionError
 from dhrag_core.store.memory import MemoryStore
+from dhrag_core.store.postgres import PostgresStore, StoreUnavailableError, redact_dsn
 from dhrag_core.store.sqlite import SQLiteStore
 
-__all__ = ["HistoryStore", "MemoryStore", "SQLiteStore", "StaleSessionError", "open_store"]
+__all__ = [
+    "CorruptStoreError",
+    "HistoryStore",
+    "MemoryStore",
+    "PostgresStore",
+    "SQLiteStore",
+    "StaleSessionError",
+    "StoreUnavailableError",
+    "open_store",
+    "redact_dsn",
+]
+
+_URL_FORMS = "'memory', 'sqlite:///path/to/file.db' or 'postgresql://user:password@host:port/db'"
 
 
 def open_store(url: str | None) -> HistoryStore:
-    """A store from a URL: ``memory`` (or None), ``sqlite:///path/to/file.db``."""
+    """A store from a URL: ``memory`` (or None), ``sqlite:///path/to/file.db``, or
+    ``postgresql://user:password@host:port/dbname`` (also ``postgres://``; needs
+    ``pip install dhrag[postgres]``)."""
     if url is None or url == "memory":
         return MemoryStore()
     if not isinstance(url, str):
@@ -18,4 +33,6 @@ def open_store(url: str | None) -> HistoryStore:
         if not path:
             raise ValueError("sqlite store url needs a file path: sqlite:///path/to/history.db")
         return SQLiteStore(path)
-    raise ValueError(f"unknown store url {url!r}; use 'memory' or 'sqlite:///path/to/file.db'")
+    if url.startswith(("postgresql://", "postgres://")):
+        return PostgresStore(url)
+    raise ValueError(f"unknown store url {redact_dsn(url)!r}; use {_URL_FORMS}")

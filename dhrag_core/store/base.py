@@ -7,11 +7,19 @@ from typing import Protocol, runtime_checkable
 
 from dhrag_core.records import Turn
 
-__all__ = ["HistoryStore", "StaleSessionError"]
+__all__ = ["CorruptStoreError", "HistoryStore", "StaleSessionError"]
 
 
 class StaleSessionError(RuntimeError):
     """Another writer changed the session since it was read; reload and retry."""
+
+
+class CorruptStoreError(ValueError):
+    """The store's file, or a turn stored in it, is damaged; the message names which.
+
+    Nothing is repaired or overwritten: move the file aside (or restore a backup) and start
+    again, or delete the named session.
+    """
 
 
 @runtime_checkable

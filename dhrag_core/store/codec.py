@@ -8,6 +8,7 @@ from typing import Any
 import numpy as np
 
 from dhrag_core.records import Passage, Turn, Vector
+from dhrag_core.store.base import CorruptStoreError
 
 __all__ = ["decode_turn", "encode_turn", "vector_from_bytes", "vector_to_bytes"]
 
@@ -19,7 +20,11 @@ def vector_to_bytes(v: Vector | None) -> bytes | None:
 def vector_from_bytes(b: bytes | None, dim: int, rows: int | None = None) -> Vector | None:
     if b is None:
         return None
+    if len(b) % 4:
+        raise ValueError(f"stored vector has {len(b)} bytes, not a whole number of float32s")
     a = np.frombuffer(b, dtype="<f4").astype(np.float32)
+    if not np.isfinite(a).all():
+        raise ValueError("stored vector holds NaN or infinity")
     if rows is None:
         if a.size != dim:
             raise ValueError(f"stored vector has {a.size} values, expected {dim}")
@@ -56,6 +61,22 @@ def encode_turn(t: Turn) -> dict[str, Any]:
 
 
 def decode_turn(row: dict[str, Any]) -> Turn:
+    """The turn of one stored row.
+
+    Raises:
+        CorruptStoreError: The row is damaged (a vector of the wrong length or not finite,
+            unreadable JSON); the message names the session and the turn.
+    """
+    try:
+        return _decode_turn(row)
+    except (ValueError, TypeError, KeyError, AttributeError) as exc:
+        raise CorruptStoreError(
+            f"stored turn {row.get('turn_id')!r} of session {row.get('session_id')!r} is "
+            f"damaged: {exc}"
+        ) from exc
+
+
+def _decode_turn(row: dict[str, Any]) -> Turn:
     dim = int(row["dim"])
     passages = tuple(
         Passage(text=p["text"], id=p["id"], title=p["title"], score=p["score"],

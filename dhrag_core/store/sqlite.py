@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+import contextlib
 import sqlite3
 import threading
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 
 from dhrag_core.records import Turn
-from dhrag_core.store.base import StaleSessionError
+from dhrag_core.store.base import CorruptStoreError, StaleSessionError
 from dhrag_core.store.codec import decode_turn, encode_turn
 
 __all__ = ["SQLiteStore"]
@@ -48,6 +49,15 @@ CREATE TABLE IF NOT EXISTS dhrag_state (
 );
 """
 
+_DAMAGED = ("not a database", "malformed", "file is encrypted", "database corrupt")
+
+
+def _is_damage(exc: sqlite3.DatabaseError) -> bool:
+    """SQLite's errors for a damaged file (locks, permissions, full disks are not damage)."""
+    msg = str(exc).lower()
+    return type(exc) is sqlite3.DatabaseError or any(m in msg for m in _DAMAGED)
+
+
 _COLUMNS = ("session_id", "turn_id", "idx", "query", "response", "ts", "hits", "cluster_id",
             "chain_id", "metadata", "passages", "dim", "qv", "rv", "pv")
 
@@ -67,11 +77,31 @@ class SQLiteStore:
         self._conn = sqlite3.connect(
             str(self.path), timeout=timeout, isolation_level=None, check_same_thread=False
         )
-        self._conn.row_factory = sqlite3.Row
-        self._conn.execute("PRAGMA journal_mode=WAL")
-        self._conn.execute("PRAGMA synchronous=NORMAL")
-        self._conn.execute("PRAGMA foreign_keys=ON")
-        self._create_schema()
+        try:
+            with self._guard():
+                self._conn.row_factory = sqlite3.Row
+                self._conn.execute("PRAGMA journal_mode=WAL")
+                self._conn.execute("PRAGMA synchronous=NORMAL")
+                self._conn.execute("PRAGMA foreign_keys=ON")
+                self._create_schema()
+        except BaseException:
+            self._conn.close()
+            raise
+
+    @contextlib.contextmanager
+    def _guard(self) -> Iterator[None]:
+        """Report a damaged file as ``CorruptStoreError`` naming it (never repair it)."""
+        try:
+            yield
+        except CorruptStoreError as exc:
+            raise CorruptStoreError(f"{self.path}: {exc}") from exc
+        except sqlite3.DatabaseError as exc:
+            if not _is_damage(exc):
+                raise
+            raise CorruptStoreError(
+                f"{self.path} is damaged or not a dhrag SQLite database ({exc}); it was left "
+                "untouched: move it aside or restore a backup"
+            ) from exc
 
     def _create_schema(self) -> None:
         with self._lock:
@@ -91,7 +121,7 @@ class SQLiteStore:
                 )
 
     def load(self, session_id: str) -> tuple[list[Turn], int]:
-        with self._lock:
+        with self._lock, self._guard():
             self._conn.execute("BEGIN")
             try:
                 rows = self._conn.execute(
@@ -102,7 +132,7 @@ class SQLiteStore:
                 version = self._version(session_id)
             finally:
                 self._conn.execute("COMMIT")
-        return [decode_turn(dict(r)) for r in rows], version
+            return [decode_turn(dict(r)) for r in rows], version
 
     def _version(self, session_id: str) -> int:
         row = self._conn.execute(
@@ -111,7 +141,7 @@ class SQLiteStore:
         return 0 if row is None else int(row[0])
 
     def version(self, session_id: str) -> int:
-        with self._lock:
+        with self._lock, self._guard():
             return self._version(session_id)
 
     def apply(
@@ -129,7 +159,7 @@ class SQLiteStore:
                 raise ValueError(f"turn {t.turn_id} belongs to session {t.session_id!r}")
             rows.append(encode_turn(t))
         placeholders = ", ".join("?" for _ in _COLUMNS)
-        with self._lock:
+        with self._lock, self._guard():
             c = self._conn
             c.execute("BEGIN IMMEDIATE")
             try:
@@ -166,14 +196,14 @@ class SQLiteStore:
         return new_version
 
     def get_state(self, session_id: str, key: str) -> bytes | None:
-        with self._lock:
+        with self._lock, self._guard():
             row = self._conn.execute(
                 "SELECT value FROM dhrag_state WHERE session_id=? AND key=?", (session_id, key)
             ).fetchone()
         return None if row is None else bytes(row[0])
 
     def delete_session(self, session_id: str) -> None:
-        with self._lock:
+        with self._lock, self._guard():
             c = self._conn
             c.execute("BEGIN IMMEDIATE")
             try:
@@ -190,7 +220,7 @@ class SQLiteStore:
                 raise
 
     def sessions(self) -> list[str]:
-        with self._lock:
+        with self._lock, self._guard():
             rows = self._conn.execute(
                 "SELECT session_id FROM dhrag_turns UNION SELECT session_id FROM dhrag_state "
                 "ORDER BY 1"

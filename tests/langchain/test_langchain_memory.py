@@ -213,6 +213,12 @@ def test_chat_history_errors(engine: DHRAG) -> None:
         DHRAGChatMessageHistory("engine", "a")  # type: ignore[arg-type]
     with pytest.raises(TypeError, match=r"messages\[0\]"):
         DHRAGChatMessageHistory(engine, "a").add_messages(["hi"])  # type: ignore[list-item]
+    # a bad text anywhere in the batch stores nothing of it
+    batch = [HumanMessage(WALL_Q), AIMessage(WALL_A), HumanMessage("bad\x00question"),
+             AIMessage("an answer")]
+    with pytest.raises(ValueError, match="question of turn 1"):
+        DHRAGChatMessageHistory(engine, "a").add_messages(batch)
+    assert engine.history.size("a") == 0
 
 
 @pytest.mark.filterwarnings("ignore::langchain_core._api.LangChainDeprecationWarning")

@@ -1,0 +1,404 @@
+"""PostgreSQL store (psycopg 3 + psycopg_pool): one history shared by several worker processes.
+
+Install with ``pip install dhrag[postgres]``. Each ``apply`` is one transaction that locks
+only its session's row, so writers of different sessions never wait for each other and two
+writers of one session are ordered by the row lock; ``expected_version`` turns a lost race
+into ``StaleSessionError`` (``HistoryDatabase.add`` reloads and retries).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import threading
+from collections.abc import Callable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, TypeVar
+from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
+
+from dhrag_core.records import Turn
+from dhrag_core.store.base import StaleSessionError
+from dhrag_core.store.codec import decode_turn, encode_turn
+
+if TYPE_CHECKING:
+    from psycopg import Connection
+    from psycopg_pool import ConnectionPool
+
+__all__ = ["PostgresStore", "StoreUnavailableError", "redact_dsn"]
+
+SCHEMA_VERSION = 1
+DSN_ENV = "DHRAG_POSTGRES_DSN"
+_SCHEMA_LOCK = 0x64687261_67000001  # pg_advisory_xact_lock key of the schema set-up
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS dhrag_meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS dhrag_sessions (
+    session_id TEXT PRIMARY KEY,
+    version BIGINT NOT NULL
+);
+CREATE TABLE IF NOT EXISTS dhrag_turns (
+    session_id TEXT NOT NULL,
+    turn_id TEXT NOT NULL,
+    idx BIGINT NOT NULL,
+    query TEXT NOT NULL,
+    response TEXT NOT NULL,
+    ts DOUBLE PRECISION NOT NULL,
+    hits BIGINT NOT NULL,
+    cluster_id BIGINT NOT NULL,
+    chain_id BIGINT NOT NULL,
+    metadata TEXT NOT NULL,
+    passages TEXT NOT NULL,
+    dim INTEGER NOT NULL,
+    qv BYTEA NOT NULL,
+    rv BYTEA,
+    pv BYTEA NOT NULL,
+    PRIMARY KEY (session_id, turn_id)
+);
+CREATE INDEX IF NOT EXISTS dhrag_turns_by_idx ON dhrag_turns (session_id, idx);
+CREATE TABLE IF NOT EXISTS dhrag_state (
+    session_id TEXT NOT NULL,
+    key TEXT NOT NULL,
+    value BYTEA NOT NULL,
+    PRIMARY KEY (session_id, key)
+);
+"""
+
+_COLUMNS = ("session_id", "turn_id", "idx", "query", "response", "ts", "hits", "cluster_id",
+            "chain_id", "metadata", "passages", "dim", "qv", "rv", "pv")
+_UPSERT = (
+    f"INSERT INTO dhrag_turns ({', '.join(_COLUMNS)}) "
+    f"VALUES ({', '.join('%s' for _ in _COLUMNS)}) ON CONFLICT (session_id, turn_id) DO UPDATE "
+    f"SET {', '.join(f'{c} = EXCLUDED.{c}' for c in _COLUMNS[2:])}"
+)
+# one statement, so the version and the turns come from one snapshot; the outer join keeps a
+# row (with NULL turn columns) for a session without turns
+_LOAD = (
+    f"SELECT s.version, {', '.join(f't.{c}' for c in _COLUMNS)} "
+    "FROM (SELECT %s::text AS sid) k "
+    "LEFT JOIN dhrag_sessions s ON s.session_id = k.sid "
+    "LEFT JOIN dhrag_turns t ON t.session_id = k.sid ORDER BY t.idx"
+)
+
+T = TypeVar("T")
+
+
+class StoreUnavailableError(RuntimeError, ConnectionError):
+    """The database cannot be reached (bad DSN, server down or restarting); safe to retry."""
+
+
+_KV_PASSWORD = re.compile(r"(\bpassword\s*=\s*)('(?:[^'\\]|\\.)*'|\S+)", re.IGNORECASE)
+
+
+def redact_dsn(dsn: str) -> str:
+    """The DSN with any password replaced by ``***`` (URL or ``key=value`` form)."""
+    if "://" not in dsn:
+        return _KV_PASSWORD.sub(r"\1***", dsn)
+    try:
+        parts = urlsplit(dsn)
+    except ValueError:
+        return re.sub(r"//[^@/]*@", "//***@", dsn)
+    netloc = parts.netloc
+    if "@" in netloc:
+        userinfo, host = netloc.rsplit("@", 1)
+        if ":" in userinfo:
+            userinfo = userinfo.split(":", 1)[0] + ":***"
+        netloc = f"{userinfo}@{host}"
+    query = parts.query
+    if query:
+        pairs = parse_qsl(query, keep_blank_values=True)
+        if any(k.lower() == "password" for k, _ in pairs):
+            query = urlencode([(k, "***" if k.lower() == "password" else v) for k, v in pairs],
+                              safe="*")
+    return urlunsplit((parts.scheme, netloc, parts.path, query, parts.fragment))
+
+
+def _password(dsn: str) -> str | None:
+    if "://" in dsn:
+        try:
+            parts = urlsplit(dsn)
+        except ValueError:
+            return None
+        for k, v in parse_qsl(parts.query):
+            if k.lower() == "password":
+                return v
+        return parts.password
+    m = _KV_PASSWORD.search(dsn)
+    return m.group(2).strip("'") if m else None
+
+
+def _import_psycopg() -> None:
+    try:
+        import psycopg  # noqa: F401
+        import psycopg_pool  # noqa: F401
+    except ImportError as exc:
+        raise ImportError(
+            "the PostgreSQL store needs psycopg 3 and psycopg_pool: pip install dhrag[postgres]"
+        ) from exc
+
+
+class _Uncommitted(Exception):
+    """The connection failed before COMMIT was sent: nothing was written, safe to retry."""
+
+
+class PostgresStore:
+    """History in PostgreSQL, shared by any number of threads and processes.
+
+    Args:
+        dsn: ``postgresql://user:password@host:port/dbname`` or ``key=value`` form; default
+            ``$DHRAG_POSTGRES_DSN``.
+        min_size: Connections the pool keeps open.
+        max_size: Most connections of this process (threads beyond it wait).
+        timeout: Seconds to wait for a connection before ``StoreUnavailableError``.
+
+    The tables (``dhrag_meta``, ``dhrag_sessions``, ``dhrag_turns``, ``dhrag_state``) are created
+    on first use. A call that finds the server gone raises ``StoreUnavailableError`` naming the
+    DSN (password masked); once the server is back, the next call reconnects.
+    """
+
+    def __init__(
+        self,
+        dsn: str | None = None,
+        *,
+        min_size: int = 1,
+        max_size: int = 8,
+        timeout: float = 10.0,
+    ) -> None:
+        dsn = dsn if dsn is not None else os.environ.get(DSN_ENV)
+        if not dsn or not dsn.strip():
+            raise ValueError(
+                f"PostgresStore needs a DSN: pass postgresql://user:password@host:port/dbname "
+                f"or set {DSN_ENV}"
+            )
+        if min_size < 0 or max_size < max(min_size, 1):
+            raise ValueError(f"need 0 <= min_size <= max_size and max_size >= 1, "
+                             f"got {min_size}, {max_size}")
+        _import_psycopg()
+        self.dsn = dsn
+        self.min_size, self.max_size, self.timeout = min_size, max_size, timeout
+        self._pool: ConnectionPool[Connection[Any]] | None = None
+        self._lock = threading.Lock()
+        self._closed = False
+
+    def __repr__(self) -> str:
+        return f"PostgresStore({redact_dsn(self.dsn)!r})"
+
+    # -- connections -----------------------------------------------------------------------
+
+    def _scrub(self, text: str) -> str:
+        secret = _password(self.dsn)
+        return text.replace(secret, "***") if secret else text
+
+    def _unavailable(self, exc: BaseException, what: str = "") -> StoreUnavailableError:
+        reason = self._scrub(str(exc).strip() or type(exc).__name__)
+        return StoreUnavailableError(
+            f"PostgreSQL store {redact_dsn(self.dsn)} is unavailable{what}: {reason}"
+        )
+
+    def _connect_error(self) -> str:
+        """Why a direct connection fails now ("" if it works), for a pool-timeout message."""
+        import psycopg
+
+        try:
+            with psycopg.connect(self.dsn, connect_timeout=max(2, int(self.timeout))):
+                return ""
+        except psycopg.Error as exc:
+            return f"; {self._scrub(str(exc).strip())}"
+
+    def _get_pool(self) -> ConnectionPool[Connection[Any]]:
+        if self._pool is not None:
+            return self._pool
+        with self._lock:
+            if self._closed:
+                raise RuntimeError("PostgresStore is closed")
+            if self._pool is None:
+                import psycopg
+                from psycopg_pool import ConnectionPool
+
+                try:
+                    conn = psycopg.connect(self.dsn, autocommit=True,
+                                           connect_timeout=max(2, int(self.timeout)))
+                except psycopg.Error as exc:
+                    raise self._unavailable(exc) from None
+                try:
+                    self._create_schema(conn)
+                except psycopg.OperationalError as exc:
+                    raise self._unavailable(exc, " while creating its tables") from None
+                finally:
+                    conn.close()
+                self._pool = ConnectionPool(
+                    self.dsn, min_size=self.min_size, max_size=self.max_size,
+                    timeout=self.timeout, kwargs={"autocommit": True}, open=True,
+                    name="dhrag",
+                )
+        return self._pool
+
+    def _create_schema(self, conn: Connection[Any]) -> None:
+        with conn.transaction():
+            conn.execute("SELECT pg_advisory_xact_lock(%s)", (_SCHEMA_LOCK,))
+            conn.execute(_SCHEMA)
+            row = conn.execute("SELECT value FROM dhrag_meta WHERE key = 'schema_version'"
+                               ).fetchone()
+            if row is None:
+                conn.execute("INSERT INTO dhrag_meta VALUES ('schema_version', %s)",
+                             (str(SCHEMA_VERSION),))
+            elif int(row[0]) > SCHEMA_VERSION:
+                raise RuntimeError(
+                    f"PostgreSQL store {redact_dsn(self.dsn)} has dhrag schema version "
+                    f"{row[0]}, newer than this dhrag ({SCHEMA_VERSION}); upgrade dhrag"
+                )
+
+    def _run(self, fn: Callable[[Connection[Any]], T], *, idempotent: bool) -> T:
+        """``fn`` on a pooled connection; a connection found dead is replaced and ``fn`` run
+        once more when that cannot repeat a write (reads, or nothing executed yet)."""
+        import psycopg
+        from psycopg_pool import PoolTimeout
+
+        pool = self._get_pool()
+        for attempt in (0, 1):
+            try:
+                with pool.connection() as conn:
+                    return fn(conn)
+            except PoolTimeout:
+                raise StoreUnavailableError(
+                    f"PostgreSQL store {redact_dsn(self.dsn)} is unavailable: no connection "
+                    f"within {self.timeout:g}s (server unreachable, or all {self.max_size} "
+                    f"busy){self._connect_error()}"
+                ) from None
+            except _Uncommitted as exc:
+                if attempt:
+                    raise self._unavailable(exc.__cause__ or exc) from None
+                pool.check()
+            except psycopg.OperationalError as exc:
+                if attempt or not idempotent:
+                    raise self._unavailable(exc) from None
+                pool.check()
+        raise AssertionError("unreachable")
+
+    # -- protocol --------------------------------------------------------------------------
+
+    def load(self, session_id: str) -> tuple[list[Turn], int]:
+        def read(conn: Connection[Any]) -> tuple[list[Turn], int]:
+            cur = conn.execute(_LOAD, (session_id,))
+            rows = cur.fetchall()
+            version = rows[0][0] if rows else None
+            turns = [decode_turn(dict(zip(_COLUMNS, r[1:], strict=True)))
+                     for r in rows if r[2] is not None]
+            return turns, 0 if version is None else int(version)
+
+        return self._run(read, idempotent=True)
+
+    def version(self, session_id: str) -> int:
+        def read(conn: Connection[Any]) -> int:
+            row = conn.execute("SELECT version FROM dhrag_sessions WHERE session_id = %s",
+                               (session_id,)).fetchone()
+            return 0 if row is None else int(row[0])
+
+        return self._run(read, idempotent=True)
+
+    def apply(
+        self,
+        session_id: str,
+        *,
+        upsert: Sequence[Turn] = (),
+        delete: Sequence[str] = (),
+        state: Mapping[str, bytes] | None = None,
+        expected_version: int | None = None,
+    ) -> int:
+        rows = []
+        for t in upsert:
+            if t.session_id != session_id:
+                raise ValueError(f"turn {t.turn_id} belongs to session {t.session_id!r}")
+            r = encode_turn(t)
+            rows.append(tuple(r[k] for k in _COLUMNS))
+        deletes = list(delete)
+        blobs = [(session_id, k, bytes(v)) for k, v in (state or {}).items()]
+
+        def write(conn: Connection[Any]) -> int:
+            import psycopg
+
+            committing = False
+            try:
+                # pipelined: lock + read, then all writes, then COMMIT -- three round trips
+                with conn.pipeline(), conn.transaction():
+                    conn.execute(
+                        "INSERT INTO dhrag_sessions VALUES (%s, 0) ON CONFLICT DO NOTHING",
+                        (session_id,),
+                    )
+                    row = conn.execute(
+                        "SELECT version FROM dhrag_sessions WHERE session_id = %s FOR UPDATE",
+                        (session_id,),
+                    ).fetchone()
+                    assert row is not None
+                    if expected_version is not None and int(row[0]) != expected_version:
+                        raise StaleSessionError(
+                            f"session {session_id!r} is at version {row[0]}, "
+                            f"expected {expected_version}"
+                        )
+                    with conn.cursor() as cur:
+                        if rows:
+                            cur.executemany(_UPSERT, rows)
+                        if deletes:
+                            cur.execute(
+                                "DELETE FROM dhrag_turns WHERE session_id = %s "
+                                "AND turn_id = ANY(%s)",
+                                (session_id, deletes),
+                            )
+                        if blobs:
+                            cur.executemany(
+                                "INSERT INTO dhrag_state VALUES (%s, %s, %s) ON CONFLICT "
+                                "(session_id, key) DO UPDATE SET value = EXCLUDED.value",
+                                blobs,
+                            )
+                        bumped = cur.execute(
+                            "UPDATE dhrag_sessions SET version = version + 1 "
+                            "WHERE session_id = %s RETURNING version",
+                            (session_id,),
+                        ).fetchone()
+                    assert bumped is not None
+                    committing = True
+            except psycopg.OperationalError as exc:
+                if committing:
+                    raise
+                raise _Uncommitted() from exc
+            return int(bumped[0])
+
+        return self._run(write, idempotent=False)
+
+    def get_state(self, session_id: str, key: str) -> bytes | None:
+        def read(conn: Connection[Any]) -> bytes | None:
+            row = conn.execute(
+                "SELECT value FROM dhrag_state WHERE session_id = %s AND key = %s",
+                (session_id, key),
+            ).fetchone()
+            return None if row is None else bytes(row[0])
+
+        return self._run(read, idempotent=True)
+
+    def delete_session(self, session_id: str) -> None:
+        def write(conn: Connection[Any]) -> None:
+            with conn.transaction():
+                conn.execute("DELETE FROM dhrag_turns WHERE session_id = %s", (session_id,))
+                conn.execute("DELETE FROM dhrag_state WHERE session_id = %s", (session_id,))
+                # the version survives, so caches elsewhere see the deletion as a change
+                conn.execute(
+                    "UPDATE dhrag_sessions SET version = version + 1 WHERE session_id = %s",
+                    (session_id,),
+                )
+
+        self._run(write, idempotent=True)
+
+    def sessions(self) -> list[str]:
+        def read(conn: Connection[Any]) -> list[str]:
+            rows = conn.execute(
+                "SELECT session_id FROM dhrag_turns UNION SELECT session_id FROM dhrag_state "
+                "ORDER BY 1"
+            ).fetchall()
+            return [str(r[0]) for r in rows]
+
+        return self._run(read, idempotent=True)
+
+    def close(self) -> None:
+        with self._lock:
+            self._closed = True
+            pool, self._pool = self._pool, None
+        if pool is not None:
+            pool.close()

@@ -1,0 +1,285 @@
+"""One contract, every backend: memory, SQLite and PostgreSQL behave the same.
+
+The protocol part checks versions, optimistic conflicts, session isolation and exact
+round-trips; the HistoryDatabase part checks that one conversation gives identical retrieval
+on every backend, also after the store is closed and reopened ("restart").
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+from dhrag_core import (
+    HashingEmbedder,
+    HistoryDatabase,
+    HistoryStore,
+    MemoryStore,
+    Passage,
+    PostgresStore,
+    Settings,
+    SQLiteStore,
+    StaleSessionError,
+    Turn,
+)
+
+BACKENDS = ["memory", "sqlite", "postgres"]
+
+
+@dataclass
+class Backend:
+    """Opens stores of one backend on one location; ``open()`` again is a "restart"."""
+
+    name: str
+    opener: Callable[[], HistoryStore]
+    opened: list[HistoryStore] = field(default_factory=list)
+
+    def open(self) -> HistoryStore:
+        store = self.opener()
+        self.opened.append(store)
+        return store
+
+
+@pytest.fixture(params=BACKENDS)
+def backend(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Backend]:
+    if request.param == "memory":
+        shared = MemoryStore()  # a "restart" keeps the process, hence the same object
+        b = Backend("memory", lambda: shared)
+    elif request.param == "sqlite":
+        b = Backend("sqlite", lambda: SQLiteStore(tmp_path / "history.db"))
+    else:
+        dsn = request.getfixturevalue("clean_postgres_dsn")
+        b = Backend("postgres", lambda: PostgresStore(dsn, max_size=4))
+    yield b
+    for store in b.opened:
+        store.close()
+
+
+def make_turn(session: str, tid: str, index: int, dim: int = 8, **kw: Any) -> Turn:
+    rng = np.random.default_rng(index)
+    t = Turn(
+        session_id=session, turn_id=tid, index=index, query=f"q{index} ünïcode \u2603 '\"\\",
+        passages=(Passage(text="p one", id="kb1", title="T", score=0.5, metadata={"a": [1]}),
+                  Passage(text="p two\x01\n")),
+        response=f"r{index}", timestamp=1.7e9 + index + 0.123456789,
+        query_vector=rng.standard_normal(dim).astype(np.float32),
+        response_vector=None if index % 2 else rng.standard_normal(dim).astype(np.float32),
+        passage_vectors=rng.standard_normal((2, dim)).astype(np.float32),
+        metadata={"k": [1, 2], "nested": {"z": None, "a": 1.5}, "é": "✓"},
+        hits=1 + index, cluster_id=index % 3 - 1, chain_id=index // 2,
+    )
+    return replace(t, **kw)
+
+
+def assert_same_turn(a: Turn, b: Turn) -> None:
+    for f in ("session_id", "turn_id", "index", "query", "passages", "response", "timestamp",
+              "metadata", "hits", "cluster_id", "chain_id"):
+        assert getattr(a, f) == getattr(b, f), f
+    assert list(a.metadata) == list(b.metadata), "metadata key order"
+    for name in ("query_vector", "passage_vectors", "response_vector"):
+        x, y = getattr(a, name), getattr(b, name)
+        if x is None:
+            assert y is None, name
+            continue
+        assert y.dtype == np.float32 and y.shape == x.shape, name
+        assert x.tobytes() == y.tobytes(), f"{name} not bit-exact"
+
+
+# -- the protocol ------------------------------------------------------------------------
+
+
+def test_versions_and_roundtrip_of_every_field(backend: Backend) -> None:
+    store = backend.open()
+    assert store.load("s") == ([], 0) and store.version("s") == 0
+    t0, t1 = make_turn("s", "a", 0), make_turn("s", "b", 1)
+    odd = make_turn(
+        "s", "c", 2**40, passages=(),
+        passage_vectors=np.zeros((0, 8), np.float32),
+        query_vector=np.array([0.0, -0.0, 1e-45, -3.4e38, 3.4e38, 1e-38, np.pi, -1], np.float32),
+        response="", metadata={}, hits=0, cluster_id=-1, chain_id=-1, timestamp=0.1 + 0.2,
+    )
+    assert store.apply("s", upsert=[t1, odd, t0]) == 1
+    turns, version = store.load("s")
+    assert version == 1 and [t.turn_id for t in turns] == ["a", "b", "c"]
+    for got, want in zip(turns, [t0, t1, odd], strict=True):
+        assert_same_turn(got, want)
+    assert store.apply("s") == 2, "an empty apply still bumps the version"
+    changed = replace(t0, query="changed", hits=7, cluster_id=4)
+    assert store.apply("s", upsert=[changed], delete=["b", "missing"]) == 3
+    turns, version = store.load("s")
+    assert version == 3 and [t.turn_id for t in turns] == ["a", "c"]
+    assert_same_turn(turns[0], changed)
+
+
+def test_state_blobs(backend: Backend) -> None:
+    store = backend.open()
+    blob = bytes(range(256)) * 1000
+    v = store.apply("s", state={"clusters": blob, "empty": b"", "z": b"\x00"})
+    assert store.get_state("s", "clusters") == blob
+    assert store.get_state("s", "empty") == b""
+    assert store.get_state("s", "missing") is None and store.get_state("other", "z") is None
+    assert store.apply("s", state={"z": b"2"}) == v + 1
+    assert store.get_state("s", "z") == b"2" and store.get_state("s", "clusters") == blob
+    assert store.sessions() == ["s"], "a session with state only is listed"
+
+
+def test_expected_version_conflict_writes_nothing(backend: Backend) -> None:
+    store = backend.open()
+    store.apply("s", upsert=[make_turn("s", "a", 0)], state={"k": b"old"})
+    assert store.apply("s", upsert=[make_turn("s", "b", 1)], expected_version=1) == 2
+    for stale in (0, 1, 3):
+        with pytest.raises(StaleSessionError):
+            store.apply("s", upsert=[make_turn("s", "c", 2)], delete=["a"],
+                        state={"k": b"new"}, expected_version=stale)
+    assert [t.turn_id for t in store.load("s")[0]] == ["a", "b"]
+    assert store.get_state("s", "k") == b"old" and store.version("s") == 2
+    with pytest.raises(StaleSessionError):
+        store.apply("fresh", upsert=[make_turn("fresh", "a", 0)], expected_version=5)
+    assert store.load("fresh") == ([], 0) and store.sessions() == ["s"]
+    assert store.apply("fresh", upsert=[make_turn("fresh", "a", 0)], expected_version=0) == 1
+
+
+def test_sessions_are_isolated(backend: Backend) -> None:
+    store = backend.open()
+    assert store.sessions() == []
+    store.apply("alice", upsert=[make_turn("alice", "same-id", 0)], state={"x": b"a"})
+    store.apply("bob", upsert=[make_turn("bob", "same-id", 5)], state={"x": b"b"})
+    store.apply("carol", state={"x": b"c"})
+    assert store.sessions() == ["alice", "bob", "carol"]
+    assert store.load("alice")[0][0].index == 0 and store.load("bob")[0][0].index == 5
+    alice_version = store.version("alice")
+    store.delete_session("bob")
+    assert store.sessions() == ["alice", "carol"]
+    assert store.load("bob")[0] == [] and store.get_state("bob", "x") is None
+    assert store.version("bob") > 0, "deletion must still change the version seen by caches"
+    assert store.load("alice")[0][0].turn_id == "same-id"
+    assert store.get_state("alice", "x") == b"a" and store.version("alice") == alice_version
+    store.delete_session("never-written")
+    assert store.version("never-written") == 0
+    with pytest.raises(ValueError, match="belongs to session"):
+        store.apply("alice", upsert=[make_turn("bob", "c", 1)])
+    assert store.version("alice") == alice_version
+
+
+def test_reopen_keeps_everything(backend: Backend) -> None:
+    store = backend.open()
+    turns = [make_turn("s", f"t{i}", i) for i in range(20)]
+    store.apply("s", upsert=turns, state={"k": b"v"})
+    store.apply("s", delete=["t3"])
+    store.close()
+    again = backend.open()
+    loaded, version = again.load("s")
+    assert version == 2 and again.get_state("s", "k") == b"v"
+    assert [t.turn_id for t in loaded] == [t.turn_id for t in turns if t.turn_id != "t3"]
+    for got, want in zip(loaded, [t for t in turns if t.turn_id != "t3"], strict=True):
+        assert_same_turn(got, want)
+
+
+# -- through HistoryDatabase -------------------------------------------------------------
+
+TOPICS = [
+    ["Who built the Athar Jamad mosque?", "When was the mosque restored?",
+     "How tall is its minaret?", "Who designed the mosque courtyard?"],
+    ["What is the capital of Australia?", "How many people live in Canberra?",
+     "Why was Canberra chosen as capital?", "When was Canberra founded?"],
+    ["How do I bake sourdough bread?", "How long should the dough rise?",
+     "What flour works best for sourdough?", "How do I keep a starter alive?"],
+]
+PROBES = ["mosque builder", "Canberra population", "sourdough flour", "How long is it?",
+          "starter feeding", "minaret height"]
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 1_000_000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def conversation(db: HistoryDatabase, clock: Clock, session: str, start: int, n: int) -> None:
+    for i in range(start, start + n):
+        topic = TOPICS[(i // 3) % len(TOPICS)]
+        q = topic[i % len(topic)]
+        if i % 7 == 6:
+            q = topic[0]  # a repeated question: exercises the near-duplicate merge
+        clock.now += 30.0
+        db.add(session, q, [f"{q} passage {i}", f"shared passage {i % 4}"], f"answer {i} to {q}")
+
+
+def fingerprint(db: HistoryDatabase, session: str) -> list[Any]:
+    out: list[Any] = [[(t.index, t.query, t.hits, t.cluster_id, t.chain_id, t.timestamp)
+                       for t in db.turns(session)]]
+    for probe in PROBES:
+        out.append([(h.turn.index, h.turn.query, h.relevance, h.recency, h.weight)
+                    for h in db.search(session, probe, k=4)])
+        out.append([(s.turn.index, s.via, s.cluster_id, s.cluster_label, s.summary, s.chain_id,
+                     s.weight) for s in db.select(session, probe)])
+        out.append([(p.turn.index, p.position, p.similarity)
+                    for p in db.search_passages(session, probe, k=3)])
+    return out
+
+
+SETTINGS = Settings(capacity=10)
+
+
+def approx(prints: list[Any]) -> list[Any]:
+    """A fingerprint up to float32 rounding and the order of exact ties among passages."""
+    out: list[Any] = []
+    for i, part in enumerate(prints):
+        if i % 3 == 0 and i:  # search_passages: ties (shared passage texts) may swap
+            out.append(sorted(round(p[2], 5) for p in part))
+        else:
+            out.append([tuple(round(v, 5) if isinstance(v, float) else v for v in row)
+                        for row in part])
+    return out
+
+
+def run(store: HistoryStore, reopen: Callable[[], HistoryStore]) -> list[list[Any]]:
+    """Alice's fingerprints: after 16 turns (and bob's 5), after a restart, after 8 more."""
+    clock = Clock()
+    db = HistoryDatabase(embedder=HashingEmbedder(dimension=128), store=store,
+                         settings=SETTINGS, clock=clock)
+    conversation(db, clock, "alice", 0, 16)
+    conversation(db, clock, "bob", 0, 5)
+    assert db.size("alice") == SETTINGS.capacity
+    prints = [fingerprint(db, "alice")]
+    db.close()
+    restarted = HistoryDatabase(embedder=HashingEmbedder(dimension=128), store=reopen(),
+                                settings=SETTINGS, clock=clock)
+    prints.append(fingerprint(restarted, "alice"))
+    conversation(restarted, clock, "alice", 16, 8)
+    prints.append(fingerprint(restarted, "alice"))
+    assert {t.session_id for t in restarted.turns("bob")} == {"bob"}
+    assert restarted.size("bob") == 5
+    return prints
+
+
+def test_same_retrieval_on_every_backend_and_after_restart(backend: Backend) -> None:
+    memory = MemoryStore()
+    want = run(memory, lambda: memory)
+    got = run(backend.open(), backend.open)
+    for step, (g, w) in enumerate(zip(got, want, strict=True)):
+        assert g == w, f"{backend.name} differs from memory at step {step}"
+    # a reload rebuilds the indexes in another slot order: equal up to float32 rounding
+    assert approx(got[1]) == approx(got[0]), "retrieval changed across a restart"
+
+
+def test_two_databases_on_one_store_see_each_other(backend: Backend) -> None:
+    """Two HistoryDatabase objects (as two processes would) on one location stay in step."""
+    clock = Clock()
+    emb = HashingEmbedder(dimension=128)
+    a = HistoryDatabase(embedder=emb, store=backend.open(), settings=SETTINGS, clock=clock)
+    b = HistoryDatabase(embedder=emb, store=backend.open(), settings=SETTINGS, clock=clock)
+    for i in range(12):
+        (a if i % 2 else b).add("s", f"question number {i} about topic {i % 3}", [f"p{i}"],
+                                f"answer {i}")
+        clock.now += 5
+    assert [t.query for t in a.turns("s")] == [t.query for t in b.turns("s")]
+    assert a.size("s") == SETTINGS.capacity
+    assert approx(fingerprint(a, "s")) == approx(fingerprint(b, "s"))
