@@ -199,13 +199,31 @@ class HistoryDatabase:
                 s = self._sessions[session_id] = _Session(self.embedder.dimension, self.settings)
                 s.version = -1
         with s.lock:
-            if s.version != self.store.version(session_id):
+            if s.version != self.store.version(session_id) and not self._catch_up(session_id, s):
                 self._reload(session_id, s)
         return s
 
-    def _reload(self, session_id: str, s: _Session) -> None:
-        turns, version = self.store.load(session_id)
-        fresh = _Session(self.embedder.dimension, self.settings)
+    def _catch_up(self, session_id: str, s: _Session) -> bool:
+        """Apply only what another process changed since ``s.version`` (stores with a change
+        log); False when the whole session must be reloaded instead."""
+        changes = getattr(self.store, "changes", None)
+        if s.version < 0 or not callable(changes):
+            return False
+        got = changes(session_id, s.version)
+        if got is None:
+            return False
+        turns, deleted, version = got
+        self._check_dimensions(session_id, turns)
+        s.drop([t for t in deleted if t in s.turns]
+               + [t.turn_id for t in turns if t.turn_id in s.turns])
+        s.tree.restore(turns)
+        s.put(turns)
+        s.version, s._last = version, None
+        log.debug("caught up session %r: %d written, %d deleted, version %d", session_id,
+                  len(turns), len(deleted), version)
+        return True
+
+    def _check_dimensions(self, session_id: str, turns: Sequence[Turn]) -> None:
         for t in turns:
             if t.query_vector.shape[0] != self.embedder.dimension:
                 raise ValueError(
@@ -213,6 +231,11 @@ class HistoryDatabase:
                     f"vectors but the embedder gives {self.embedder.dimension}-d; use the "
                     "embedder the session was written with"
                 )
+
+    def _reload(self, session_id: str, s: _Session) -> None:
+        turns, version = self.store.load(session_id)
+        fresh = _Session(self.embedder.dimension, self.settings)
+        self._check_dimensions(session_id, turns)
         fresh.put(turns)
         fresh.tree.restore(turns)
         s.turns, s.queries, s.passages = fresh.turns, fresh.queries, fresh.passages

@@ -15,7 +15,7 @@ import pytest
 from benchmarks.pg_server import PostgresUnavailable, TempPostgres
 
 REQUIRE_ENV = "DHRAG_REQUIRE_POSTGRES"
-TABLES = "dhrag_turns, dhrag_state, dhrag_sessions, dhrag_meta"
+TABLES = "dhrag_turns, dhrag_state, dhrag_log, dhrag_sessions, dhrag_meta"
 
 
 def no_server(reason: str) -> None:

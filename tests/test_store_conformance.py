@@ -283,3 +283,56 @@ def test_two_databases_on_one_store_see_each_other(backend: Backend) -> None:
     assert [t.query for t in a.turns("s")] == [t.query for t in b.turns("s")]
     assert a.size("s") == SETTINGS.capacity
     assert approx(fingerprint(a, "s")) == approx(fingerprint(b, "s"))
+
+
+def test_changes_since_a_version(backend: Backend) -> None:
+    store = backend.open()
+    v1 = store.apply("s", upsert=[make_turn("s", "a", 0), make_turn("s", "b", 1)])
+    assert store.changes("s", v1) == ([], [], v1)
+    v2 = store.apply("s", upsert=[make_turn("s", "c", 2)], delete=["a"])
+    v3 = store.apply("s", upsert=[make_turn("s", "b", 3, query="b again")])
+    store.apply("t", upsert=[make_turn("t", "x", 0)])  # another session: not in s's log
+    got = store.changes("s", v1)
+    assert got is not None
+    turns, deleted, current = got
+    assert current == v3 and deleted == ["a"]
+    assert [(t.turn_id, t.index, t.query) for t in turns] == [("c", 2, "q2 ünïcode \u2603 '\"\\"),
+                                                              ("b", 3, "b again")]
+    turns, deleted, _ = store.changes("s", v2) or ([], [], 0)
+    assert [t.turn_id for t in turns] == ["b"] and deleted == []
+    assert store.changes("s", v3 + 1) is None  # a version the store never had
+    for i in range(70):  # further behind than the log keeps: reload instead
+        store.apply("s", upsert=[make_turn("s", f"n{i}", 4 + i)])
+    assert store.changes("s", v3) is None
+    now = store.version("s")
+    store.delete_session("s")
+    assert store.changes("s", now) is None  # never catch up across a deletion
+    assert store.changes("s", store.version("s")) == ([], [], store.version("s"))
+
+
+def test_a_process_catches_up_without_reloading_the_session(
+    backend: Backend, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Alternating writers (a load balancer): each applies only the other's changes, and ends
+    in the state a full load gives."""
+    reloads = []
+    full = HistoryDatabase._reload
+
+    def counting(self: HistoryDatabase, session_id: str, s: Any) -> None:
+        reloads.append(session_id)
+        full(self, session_id, s)
+
+    monkeypatch.setattr(HistoryDatabase, "_reload", counting)
+    clock = Clock()
+    emb = HashingEmbedder(dimension=128)
+    a = HistoryDatabase(embedder=emb, store=backend.open(), settings=SETTINGS, clock=clock)
+    b = HistoryDatabase(embedder=emb, store=backend.open(), settings=SETTINGS, clock=clock)
+    for i in range(24):  # past the capacity: evictions and near-duplicate merges too
+        topic = TOPICS[(i // 3) % len(TOPICS)]
+        q = topic[0] if i % 7 == 6 else topic[i % len(topic)]
+        (a if i % 2 else b).add("s", q, [f"{q} passage {i}"], f"answer {i} to {q}")
+        clock.now += 30.0
+    assert reloads == ["s", "s"], "one first load per database, then only catch-ups"
+    fresh = HistoryDatabase(embedder=emb, store=backend.open(), settings=SETTINGS, clock=clock)
+    want = approx(fingerprint(fresh, "s"))
+    assert approx(fingerprint(a, "s")) == want and approx(fingerprint(b, "s")) == want

@@ -7,7 +7,17 @@ from typing import Protocol, runtime_checkable
 
 from dhrag_core.records import Turn
 
-__all__ = ["CorruptStoreError", "HistoryStore", "StaleSessionError"]
+__all__ = [
+    "LOG_KEEP", "CorruptStoreError", "HistoryStore", "IncrementalStore", "StaleSessionError",
+    "net_changes",
+]
+
+LOG_KEEP = 64
+"""Versions of change log kept per session: a process further behind reloads the session."""
+
+UPSERT, DELETE, MARK, RESET = 0, 1, 2, 3
+"""Change-log operations: a turn written, a turn deleted, a version with no turn change, the
+session deleted (no incremental catch-up across it)."""
 
 
 class StaleSessionError(RuntimeError):
@@ -72,3 +82,38 @@ class HistoryStore(Protocol):
         ...
 
     def close(self) -> None: ...
+
+
+@runtime_checkable
+class IncrementalStore(Protocol):
+    """A store that can say what changed since a version (optional; all built-in stores can).
+
+    Without it, a process that finds the session changed by another process reloads the whole
+    session; with it, only the turns written or deleted since its version.
+    """
+
+    def changes(
+        self, session_id: str, since: int
+    ) -> tuple[list[Turn], list[str], int] | None:
+        """The turns written after version ``since`` and still stored (ordered by ``index``),
+        the ids deleted after it, and the current version; ``None`` when the store cannot tell
+        (too far behind, the session was deleted since, an unknown version)."""
+        ...
+
+
+def net_changes(
+    entries: Sequence[tuple[int, str, int]], since: int, current: int
+) -> tuple[list[str], list[str]] | None:
+    """From change-log entries ``(version, turn_id, op)`` after ``since``: the ids whose last
+    change is a write and those whose last is a delete; ``None`` when the log does not cover
+    every version up to ``current`` or crosses a session deletion."""
+    if {v for v, _, _ in entries} != set(range(since + 1, current + 1)):
+        return None
+    last: dict[str, int] = {}
+    for _, turn_id, op in sorted(entries, key=lambda e: (e[0], e[2])):
+        if op == RESET:
+            return None
+        if op in (UPSERT, DELETE):
+            last[turn_id] = op
+    return ([t for t, op in last.items() if op == UPSERT],
+            [t for t, op in last.items() if op == DELETE])

@@ -7,7 +7,15 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 from dhrag_core.records import Turn
-from dhrag_core.store.base import StaleSessionError
+from dhrag_core.store.base import (
+    DELETE,
+    LOG_KEEP,
+    MARK,
+    RESET,
+    UPSERT,
+    StaleSessionError,
+    net_changes,
+)
 
 __all__ = ["MemoryStore"]
 
@@ -17,6 +25,7 @@ class _Session:
     turns: dict[str, Turn] = field(default_factory=dict)
     state: dict[str, bytes] = field(default_factory=dict)
     version: int = 0
+    log: list[tuple[int, str, int]] = field(default_factory=list)
 
 
 class MemoryStore:
@@ -63,8 +72,28 @@ class MemoryStore:
             if state:
                 s.state.update(state)
             s.version += 1
+            v = s.version
+            s.log = [e for e in s.log if e[0] > v - LOG_KEEP]
+            s.log += [(v, t.turn_id, UPSERT) for t in upsert]
+            s.log += [(v, tid, DELETE) for tid in delete]
+            s.log.append((v, "", MARK))
             self._sessions[session_id] = s
             return s.version
+
+    def changes(
+        self, session_id: str, since: int
+    ) -> tuple[list[Turn], list[str], int] | None:
+        with self._lock:
+            s = self._sessions.get(session_id)
+            current = 0 if s is None else s.version
+            if s is None or not current - LOG_KEEP < since <= current:
+                return ([], [], current) if since == current else None
+            net = net_changes([e for e in s.log if e[0] > since], since, current)
+            if net is None:
+                return None
+            written, deleted = net
+            turns = sorted((s.turns[t] for t in written if t in s.turns), key=lambda t: t.index)
+            return turns, deleted, current
 
     def get_state(self, session_id: str, key: str) -> bytes | None:
         with self._lock:
@@ -76,7 +105,9 @@ class MemoryStore:
             s = self._sessions.get(session_id)
             if s is not None:
                 # the version survives, so caches elsewhere see the deletion as a change
-                self._sessions[session_id] = _Session(version=s.version + 1)
+                self._sessions[session_id] = _Session(
+                    version=s.version + 1, log=[(s.version + 1, "", RESET)]
+                )
 
     def sessions(self) -> list[str]:
         with self._lock:

@@ -16,7 +16,15 @@ from typing import TYPE_CHECKING, Any, TypeVar
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 from dhrag_core.records import Turn
-from dhrag_core.store.base import StaleSessionError
+from dhrag_core.store.base import (
+    DELETE,
+    LOG_KEEP,
+    MARK,
+    RESET,
+    UPSERT,
+    StaleSessionError,
+    net_changes,
+)
 from dhrag_core.store.codec import decode_turn, encode_turn
 
 if TYPE_CHECKING:
@@ -25,7 +33,7 @@ if TYPE_CHECKING:
 
 __all__ = ["PostgresStore", "StoreUnavailableError", "redact_dsn"]
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 DSN_ENV = "DHRAG_POSTGRES_DSN"
 _SCHEMA_LOCK = 0x64687261_67000001  # pg_advisory_xact_lock key of the schema set-up
 
@@ -54,6 +62,13 @@ CREATE TABLE IF NOT EXISTS dhrag_turns (
     PRIMARY KEY (session_id, turn_id)
 );
 CREATE INDEX IF NOT EXISTS dhrag_turns_by_idx ON dhrag_turns (session_id, idx);
+CREATE TABLE IF NOT EXISTS dhrag_log (
+    session_id TEXT NOT NULL,
+    ver BIGINT NOT NULL,
+    turn_id TEXT NOT NULL,
+    op SMALLINT NOT NULL
+);
+CREATE INDEX IF NOT EXISTS dhrag_log_by_ver ON dhrag_log (session_id, ver);
 CREATE TABLE IF NOT EXISTS dhrag_state (
     session_id TEXT NOT NULL,
     key TEXT NOT NULL,
@@ -231,20 +246,34 @@ class PostgresStore:
                 )
         return self._pool
 
+    def _schema_version(self, conn: Connection[Any]) -> int | None:
+        if conn.execute("SELECT to_regclass('dhrag_meta')").fetchone() == (None,):
+            return None
+        row = conn.execute("SELECT value FROM dhrag_meta WHERE key = 'schema_version'"
+                           ).fetchone()
+        found = None if row is None else int(row[0])
+        if found is not None and found > SCHEMA_VERSION:
+            raise RuntimeError(
+                f"PostgreSQL store {redact_dsn(self.dsn)} has dhrag schema version "
+                f"{found}, newer than this dhrag ({SCHEMA_VERSION}); upgrade dhrag"
+            )
+        return found
+
     def _create_schema(self, conn: Connection[Any]) -> None:
+        # an up-to-date schema is left alone: DDL on live tables (even IF NOT EXISTS) takes
+        # locks that can deadlock with other workers' writes
+        if self._schema_version(conn) == SCHEMA_VERSION:
+            return
         with conn.transaction():
             conn.execute("SELECT pg_advisory_xact_lock(%s)", (_SCHEMA_LOCK,))
-            conn.execute(_SCHEMA)
-            row = conn.execute("SELECT value FROM dhrag_meta WHERE key = 'schema_version'"
-                               ).fetchone()
-            if row is None:
-                conn.execute("INSERT INTO dhrag_meta VALUES ('schema_version', %s)",
-                             (str(SCHEMA_VERSION),))
-            elif int(row[0]) > SCHEMA_VERSION:
-                raise RuntimeError(
-                    f"PostgreSQL store {redact_dsn(self.dsn)} has dhrag schema version "
-                    f"{row[0]}, newer than this dhrag ({SCHEMA_VERSION}); upgrade dhrag"
-                )
+            if self._schema_version(conn) == SCHEMA_VERSION:
+                return
+            conn.execute(_SCHEMA)  # creates what is missing: version 1 lacked dhrag_log
+            conn.execute(
+                "INSERT INTO dhrag_meta VALUES ('schema_version', %s) "
+                "ON CONFLICT (key) DO UPDATE SET value = EXCLUDED.value",
+                (str(SCHEMA_VERSION),),
+            )
 
     def _run(self, fn: Callable[[Connection[Any]], T], *, idempotent: bool) -> T:
         """``fn`` on a pooled connection; a connection found dead is replaced and ``fn`` run
@@ -333,6 +362,10 @@ class PostgresStore:
                             f"session {session_id!r} is at version {row[0]}, "
                             f"expected {expected_version}"
                         )
+                    version = int(row[0]) + 1
+                    log = ([(session_id, version, r[1], UPSERT) for r in rows]
+                           + [(session_id, version, tid, DELETE) for tid in deletes]
+                           + [(session_id, version, "", MARK)])
                     with conn.cursor() as cur:
                         if rows:
                             cur.executemany(_UPSERT, rows)
@@ -348,6 +381,9 @@ class PostgresStore:
                                 "(session_id, key) DO UPDATE SET value = EXCLUDED.value",
                                 blobs,
                             )
+                        cur.execute("DELETE FROM dhrag_log WHERE session_id = %s AND ver <= %s",
+                                    (session_id, version - LOG_KEEP))
+                        cur.executemany("INSERT INTO dhrag_log VALUES (%s, %s, %s, %s)", log)
                         bumped = cur.execute(
                             "UPDATE dhrag_sessions SET version = version + 1 "
                             "WHERE session_id = %s RETURNING version",
@@ -362,6 +398,37 @@ class PostgresStore:
             return int(bumped[0])
 
         return self._run(write, idempotent=False)
+
+    def changes(
+        self, session_id: str, since: int
+    ) -> tuple[list[Turn], list[str], int] | None:
+        def read(conn: Connection[Any]) -> tuple[list[Turn], list[str], int] | None:
+            with conn.transaction():
+                conn.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ")
+                row = conn.execute("SELECT version FROM dhrag_sessions WHERE session_id = %s",
+                                   (session_id,)).fetchone()
+                current = 0 if row is None else int(row[0])
+                if since == current:
+                    return [], [], current
+                if not current - LOG_KEEP < since < current:
+                    return None
+                log = conn.execute(
+                    "SELECT ver, turn_id, op FROM dhrag_log WHERE session_id = %s AND ver > %s",
+                    (session_id, since),
+                ).fetchall()
+                net = net_changes([(int(v), str(t), int(o)) for v, t, o in log], since, current)
+                if net is None:
+                    return None
+                written, deleted = net
+                rows = conn.execute(
+                    f"SELECT {', '.join(_COLUMNS)} FROM dhrag_turns "
+                    "WHERE session_id = %s AND turn_id = ANY(%s) ORDER BY idx",
+                    (session_id, written),
+                ).fetchall() if written else []
+            turns = [decode_turn(dict(zip(_COLUMNS, r, strict=True))) for r in rows]
+            return turns, deleted, current
+
+        return self._run(read, idempotent=True)
 
     def get_state(self, session_id: str, key: str) -> bytes | None:
         def read(conn: Connection[Any]) -> bytes | None:
@@ -378,11 +445,16 @@ class PostgresStore:
             with conn.transaction():
                 conn.execute("DELETE FROM dhrag_turns WHERE session_id = %s", (session_id,))
                 conn.execute("DELETE FROM dhrag_state WHERE session_id = %s", (session_id,))
+                conn.execute("DELETE FROM dhrag_log WHERE session_id = %s", (session_id,))
                 # the version survives, so caches elsewhere see the deletion as a change
-                conn.execute(
-                    "UPDATE dhrag_sessions SET version = version + 1 WHERE session_id = %s",
+                row = conn.execute(
+                    "UPDATE dhrag_sessions SET version = version + 1 WHERE session_id = %s "
+                    "RETURNING version",
                     (session_id,),
-                )
+                ).fetchone()
+                if row is not None:
+                    conn.execute("INSERT INTO dhrag_log VALUES (%s, %s, '', %s)",
+                                 (session_id, int(row[0]), RESET))
 
         self._run(write, idempotent=True)
 

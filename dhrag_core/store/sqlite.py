@@ -9,12 +9,21 @@ from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 
 from dhrag_core.records import Turn
-from dhrag_core.store.base import CorruptStoreError, StaleSessionError
+from dhrag_core.store.base import (
+    DELETE,
+    LOG_KEEP,
+    MARK,
+    RESET,
+    UPSERT,
+    CorruptStoreError,
+    StaleSessionError,
+    net_changes,
+)
 from dhrag_core.store.codec import decode_turn, encode_turn
 
 __all__ = ["SQLiteStore"]
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS dhrag_meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
@@ -41,6 +50,13 @@ CREATE TABLE IF NOT EXISTS dhrag_turns (
     PRIMARY KEY (session_id, turn_id)
 );
 CREATE INDEX IF NOT EXISTS dhrag_turns_by_idx ON dhrag_turns (session_id, idx);
+CREATE TABLE IF NOT EXISTS dhrag_log (
+    session_id TEXT NOT NULL,
+    ver INTEGER NOT NULL,
+    turn_id TEXT NOT NULL,
+    op INTEGER NOT NULL
+);
+CREATE INDEX IF NOT EXISTS dhrag_log_by_ver ON dhrag_log (session_id, ver);
 CREATE TABLE IF NOT EXISTS dhrag_state (
     session_id TEXT NOT NULL,
     key TEXT NOT NULL,
@@ -109,9 +125,9 @@ class SQLiteStore:
             row = self._conn.execute(
                 "SELECT value FROM dhrag_meta WHERE key='schema_version'"
             ).fetchone()
-            if row is None:
+            if row is None or int(row[0]) < SCHEMA_VERSION:  # version 1 lacked dhrag_log
                 self._conn.execute(
-                    "INSERT OR IGNORE INTO dhrag_meta VALUES ('schema_version', ?)",
+                    "INSERT OR REPLACE INTO dhrag_meta VALUES ('schema_version', ?)",
                     (str(SCHEMA_VERSION),),
                 )
             elif int(row[0]) > SCHEMA_VERSION:
@@ -189,11 +205,54 @@ class SQLiteStore:
                     (session_id,),
                 )
                 new_version = self._version(session_id)
+                self._log(session_id, new_version,
+                          [(r["turn_id"], UPSERT) for r in rows]
+                          + [(tid, DELETE) for tid in delete] + [("", MARK)])
                 c.execute("COMMIT")
             except BaseException:
                 c.execute("ROLLBACK")
                 raise
         return new_version
+
+    def _log(self, session_id: str, version: int, entries: list[tuple[str, int]]) -> None:
+        """Record what ``version`` changed, and forget versions beyond ``LOG_KEEP``."""
+        c = self._conn
+        c.execute("DELETE FROM dhrag_log WHERE session_id=? AND ver<=?",
+                  (session_id, version - LOG_KEEP))
+        c.executemany("INSERT INTO dhrag_log VALUES (?, ?, ?, ?)",
+                      [(session_id, version, tid, op) for tid, op in entries])
+
+    def changes(
+        self, session_id: str, since: int
+    ) -> tuple[list[Turn], list[str], int] | None:
+        with self._lock, self._guard():
+            self._conn.execute("BEGIN")
+            try:
+                current = self._version(session_id)
+                if since == current:
+                    return [], [], current
+                if not current - LOG_KEEP < since < current:
+                    return None
+                log = self._conn.execute(
+                    "SELECT ver, turn_id, op FROM dhrag_log WHERE session_id=? AND ver>?",
+                    (session_id, since),
+                ).fetchall()
+                net = net_changes([(int(v), str(t), int(o)) for v, t, o in log], since, current)
+                if net is None:
+                    return None
+                written, deleted = net
+                rows = []
+                for start in range(0, len(written), 500):
+                    ids = written[start : start + 500]
+                    rows += self._conn.execute(
+                        f"SELECT {', '.join(_COLUMNS)} FROM dhrag_turns WHERE session_id=? "
+                        f"AND turn_id IN ({', '.join('?' for _ in ids)})",
+                        (session_id, *ids),
+                    ).fetchall()
+            finally:
+                self._conn.execute("COMMIT")
+            turns = sorted((decode_turn(dict(r)) for r in rows), key=lambda t: t.index)
+        return turns, deleted, current
 
     def get_state(self, session_id: str, key: str) -> bytes | None:
         with self._lock, self._guard():
@@ -214,6 +273,10 @@ class SQLiteStore:
                     "UPDATE dhrag_sessions SET version = version + 1 WHERE session_id=?",
                     (session_id,),
                 )
+                version = self._version(session_id)
+                c.execute("DELETE FROM dhrag_log WHERE session_id=?", (session_id,))
+                if version:
+                    self._log(session_id, version, [("", RESET)])
                 c.execute("COMMIT")
             except BaseException:
                 c.execute("ROLLBACK")

@@ -113,6 +113,11 @@ def _sqlite_rows(path: Path) -> dict[str, int]:
                 f"SELECT session_id, COUNT(*) FROM {table} GROUP BY session_id"
             ):
                 out[f"{table}:{sid}"] = count
+        # the change log keeps no turn id of a deleted session (only a "deleted" marker)
+        for sid, count in con.execute(
+            "SELECT session_id, COUNT(*) FROM dhrag_log WHERE turn_id != '' GROUP BY session_id"
+        ):
+            out[f"dhrag_log:{sid}"] = count
         return out
     finally:
         con.close()
@@ -152,7 +157,7 @@ def test_delete_one_session_of_thirty(backend: str, tmp_path: Path) -> None:
         if backend == "sqlite":
             rows = _sqlite_rows(path)
             assert not any(k.endswith(f":{victim}") for k in rows), rows
-            gone = {f"dhrag_turns:{v}" for v in victims[: round_ + 1]}
+            gone = {f"{t}:{v}" for t in ("dhrag_turns", "dhrag_log") for v in victims[: round_ + 1]}
             assert rows == {k: v for k, v in rows_before.items() if k not in gone}
         else:
             assert victim not in shared.sessions()
