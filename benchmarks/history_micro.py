@@ -110,7 +110,10 @@ def _open_store(backend: str, dsn: str | None, folder: str) -> Any:
 
 
 def run_size(n: int, turns: int, backend: str = "memory", dsn: str | None = None,
-             naive_turns: int = 100) -> dict[str, Any]:
+             naive_turns: int = 100, workers: int = 1) -> dict[str, Any]:
+    """Times select + add per turn at ``n`` stored triples; with ``workers`` > 1 the turns go
+    round-robin to that many databases on one store (processes behind a load balancer: each
+    turn first catches up with the others' writes)."""
     import tempfile
 
     from dhrag_core import HistoryDatabase, Passage, Settings
@@ -124,17 +127,23 @@ def run_size(n: int, turns: int, backend: str = "memory", dsn: str | None = None
     store.apply(sid, upsert=_seed_turns(n, rng, centres, sid))
     seed_s = time.perf_counter() - t0
     clock = iter(range(n, n + 10 * turns))
-    db = HistoryDatabase(embedder=_ConstantEmbedder(), store=store,
-                         settings=Settings(capacity=n, merge_threshold=1.0),
-                         clock=lambda: float(next(clock)))
+    stores = [store] + [_open_store(backend, dsn, folder) if backend != "memory" else store
+                        for _ in range(workers - 1)]
+    dbs = [HistoryDatabase(embedder=_ConstantEmbedder(), store=st,
+                           settings=Settings(capacity=n, merge_threshold=1.0),
+                           clock=lambda: float(next(clock)))
+           for st in stores]
     t0 = time.perf_counter()
-    assert db.size(sid) == n
+    assert dbs[0].size(sid) == n
     load_s = time.perf_counter() - t0
+    for other in dbs[1:]:
+        other.size(sid)
     add_t, search_t = [], []
     qs, ps = _turn_vectors(rng, turns, centres)
     for i in range(turns):
         passages = [Passage(text=f"new {i}.{j}", id=f"n{i}.{j}", vector=ps[i, j])
                     for j in range(PASSAGES_PER_TURN)]
+        db = dbs[i % len(dbs)]
         a = time.perf_counter()
         db.select(sid, qs[i])
         b = time.perf_counter()
@@ -142,17 +151,19 @@ def run_size(n: int, turns: int, backend: str = "memory", dsn: str | None = None
         c = time.perf_counter()
         search_t.append(b - a)
         add_t.append(c - b)
-    assert db.size(sid) == n, "capacity bound must hold"
+    assert dbs[0].size(sid) == n, "capacity bound must hold"
     if backend == "postgres":
         store.delete_session(sid)
-    db.close()
+    for db in dbs:
+        db.close()
     total = np.add(add_t, search_t)
     naive = np.asarray(_naive(n, min(turns, naive_turns), rng, centres) if naive_turns
                        else [np.nan])
     peak_mib = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     ms = lambda a, p: float(np.percentile(a, p) * 1e3)  # noqa: E731
     return {
-        "triples": n, "backend": backend, "turns_timed": turns, "seed_s": seed_s,
+        "triples": n, "backend": backend, "workers": workers, "turns_timed": turns,
+        "seed_s": seed_s,
         "load_s": load_s,
         "add_p50_ms": ms(add_t, 50), "search_p50_ms": ms(search_t, 50),
         "turn_p50_ms": ms(total, 50), "turn_p95_ms": ms(total, 95),
@@ -187,12 +198,15 @@ def main(argv: list[str] | None = None) -> None:
                     help="PostgreSQL DSN (default: $DHRAG_POSTGRES_DSN, else a temporary server)")
     ap.add_argument("--one", type=int, help=argparse.SUPPRESS)
     ap.add_argument("--backend", default="memory", help=argparse.SUPPRESS)
+    ap.add_argument("--workers", type=int, default=1,
+                    help="databases on one store taking turns round-robin (default 1)")
     ap.add_argument("--json", help="also write the figures to this file")
     ap.add_argument("--plot", help="also plot time per turn vs history size (memory) to this PNG")
     args = ap.parse_args(argv)
     if args.one:
         print(json.dumps(run_size(args.one, args.turns, args.backend, args.dsn,
-                                  naive_turns=100 if args.backends == ["memory"] else 0)))
+                                  naive_turns=100 if args.backends == ["memory"] else 0,
+                                  workers=args.workers)))
         return
     several = args.backends != ["memory"]
     sizes = args.sizes or ([1_000, 10_000] if several else [100, 1_000, 10_000, 100_000])
@@ -209,6 +223,7 @@ def main(argv: list[str] | None = None) -> None:
             for backend in args.backends:
                 cmd = [sys.executable, "-m", "benchmarks.history_micro", "--one", str(n),
                        "--turns", str(args.turns), "--backend", backend,
+                       "--workers", str(args.workers),
                        "--backends", *args.backends]
                 if backend == "postgres" and dsn:
                     cmd += ["--dsn", dsn]

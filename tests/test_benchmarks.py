@@ -492,3 +492,13 @@ def test_scaling_plot_is_written(tmp_path: Path) -> None:
              "naive_turn_p50_ms": 0.001 * n} for n in (100, 1000, 10000)]
     path = plot_scaling(rows, tmp_path / "scaling.png")
     assert path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_history_micro_benchmark_runs_small_with_one_and_two_workers() -> None:
+    from benchmarks.history_micro import run_size
+
+    one = run_size(200, 20, naive_turns=10)
+    two = run_size(200, 20, naive_turns=0, workers=2)
+    for row in (one, two):
+        assert row["triples"] == 200 and 0 < row["turn_p50_ms"] <= row["turn_p95_ms"]
+    assert one["workers"] == 1 and two["workers"] == 2 and one["naive_turn_p50_ms"] > 0
