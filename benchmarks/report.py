@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict
@@ -139,11 +140,29 @@ def _tuning(systems: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
             for fam, members in groups.items() if len(members) > 1}
 
 
+def portable_path(path: Path) -> str:
+    """``path`` as a report can show it on any machine: relative to the working folder when
+    inside it or next to it (``../shared/...``), else under ``~`` when in the home folder,
+    else absolute."""
+    resolved = path.expanduser().resolve()
+    try:
+        rel = os.path.relpath(resolved, Path.cwd().resolve())
+    except ValueError:  # another drive (Windows)
+        rel = os.path.join(os.pardir, os.pardir)
+    if not rel.startswith(os.path.join(os.pardir, os.pardir)):
+        return rel
+    home = Path.home().resolve()
+    if resolved.is_relative_to(home):
+        return str(Path("~") / resolved.relative_to(home))
+    return str(resolved)
+
+
 def summarise(result: RunResult) -> dict[str, Any]:
     """Every figure of a run, JSON-ready."""
     base = next((s for s in result.systems if s.name == result.config.baseline), None)
     systems = [_system_summary(s, base) for s in result.systems]
-    config = {k: str(v) if isinstance(v, Path) else v for k, v in asdict(result.config).items()}
+    config = {k: portable_path(v) if isinstance(v, Path) else v
+              for k, v in asdict(result.config).items()}
     return {
         "meta": {
             "note": KB_NOTE,

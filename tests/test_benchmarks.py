@@ -502,3 +502,16 @@ def test_history_micro_benchmark_runs_small_with_one_and_two_workers() -> None:
     for row in (one, two):
         assert row["triples"] == 200 and 0 < row["turn_p50_ms"] <= row["turn_p95_ms"]
     assert one["workers"] == 1 and two["workers"] == 2 and one["naive_turn_p50_ms"] > 0
+
+
+def test_report_paths_are_portable(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from benchmarks.report import portable_path
+
+    home = tmp_path / "home"
+    work = home / "work" / "repo"
+    work.mkdir(parents=True)
+    monkeypatch.setenv("HOME", str(home))
+    monkeypatch.chdir(work)
+    assert portable_path(work / ".." / "shared" / "kb.npz") == "../shared/kb.npz"
+    assert portable_path(home / ".cache" / "dhrag") == "~/.cache/dhrag"
+    assert portable_path(Path("/opt/elsewhere/data")) == "/opt/elsewhere/data"
