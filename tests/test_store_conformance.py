@@ -336,3 +336,9 @@ def test_a_process_catches_up_without_reloading_the_session(
     fresh = HistoryDatabase(embedder=emb, store=backend.open(), settings=SETTINGS, clock=clock)
     want = approx(fingerprint(fresh, "s"))
     assert approx(fingerprint(a, "s")) == want and approx(fingerprint(b, "s")) == want
+
+
+def test_every_backend_is_an_incremental_store(backend: Backend) -> None:
+    from dhrag_core.store import IncrementalStore
+
+    assert isinstance(backend.open(), IncrementalStore)

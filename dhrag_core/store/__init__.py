@@ -1,6 +1,11 @@
 """History storage backends behind one protocol."""
 
-from dhrag_core.store.base import CorruptStoreError, HistoryStore, StaleSessionError
+from dhrag_core.store.base import (
+    CorruptStoreError,
+    HistoryStore,
+    IncrementalStore,
+    StaleSessionError,
+)
 from dhrag_core.store.memory import MemoryStore
 from dhrag_core.store.postgres import PostgresStore, StoreUnavailableError, redact_dsn
 from dhrag_core.store.sqlite import SQLiteStore
@@ -8,6 +13,7 @@ from dhrag_core.store.sqlite import SQLiteStore
 __all__ = [
     "CorruptStoreError",
     "HistoryStore",
+    "IncrementalStore",
     "MemoryStore",
     "PostgresStore",
     "SQLiteStore",
