@@ -9,7 +9,7 @@ from dhrag_core.records import Turn
 
 __all__ = [
     "LOG_KEEP", "CorruptStoreError", "HistoryStore", "IncrementalStore", "StaleSessionError",
-    "net_changes",
+    "check_owned", "in_log", "net_changes",
 ]
 
 LOG_KEEP = 64
@@ -117,3 +117,15 @@ def net_changes(
             last[turn_id] = op
     return ([t for t, op in last.items() if op == UPSERT],
             [t for t, op in last.items() if op == DELETE])
+
+
+def check_owned(session_id: str, turns: Sequence[Turn]) -> None:
+    """Refuse to write a turn of another session under ``session_id`` (nothing is written)."""
+    for t in turns:
+        if t.session_id != session_id:
+            raise ValueError(f"turn {t.turn_id} belongs to session {t.session_id!r}")
+
+
+def in_log(since: int, current: int) -> bool:
+    """Whether a change log of the last ``LOG_KEEP`` versions can answer ``changes(since)``."""
+    return current - LOG_KEEP < since <= current

@@ -14,6 +14,8 @@ from dhrag_core.store.base import (
     RESET,
     UPSERT,
     StaleSessionError,
+    check_owned,
+    in_log,
     net_changes,
 )
 
@@ -56,9 +58,7 @@ class MemoryStore:
         state: Mapping[str, bytes] | None = None,
         expected_version: int | None = None,
     ) -> int:
-        for t in upsert:
-            if t.session_id != session_id:
-                raise ValueError(f"turn {t.turn_id} belongs to session {t.session_id!r}")
+        check_owned(session_id, upsert)
         with self._lock:
             s = self._sessions.get(session_id) or _Session()
             if expected_version is not None and s.version != expected_version:
@@ -86,7 +86,7 @@ class MemoryStore:
         with self._lock:
             s = self._sessions.get(session_id)
             current = 0 if s is None else s.version
-            if s is None or not current - LOG_KEEP < since <= current:
+            if s is None or not in_log(since, current):
                 return ([], [], current) if since == current else None
             net = net_changes([e for e in s.log if e[0] > since], since, current)
             if net is None:

@@ -23,6 +23,8 @@ from dhrag_core.store.base import (
     RESET,
     UPSERT,
     StaleSessionError,
+    check_owned,
+    in_log,
     net_changes,
 )
 from dhrag_core.store.codec import decode_turn, encode_turn
@@ -332,12 +334,8 @@ class PostgresStore:
         state: Mapping[str, bytes] | None = None,
         expected_version: int | None = None,
     ) -> int:
-        rows = []
-        for t in upsert:
-            if t.session_id != session_id:
-                raise ValueError(f"turn {t.turn_id} belongs to session {t.session_id!r}")
-            r = encode_turn(t)
-            rows.append(tuple(r[k] for k in _COLUMNS))
+        check_owned(session_id, upsert)
+        rows = [tuple(r[k] for k in _COLUMNS) for r in map(encode_turn, upsert)]
         deletes = list(delete)
         blobs = [(session_id, k, bytes(v)) for k, v in (state or {}).items()]
 
@@ -410,7 +408,7 @@ class PostgresStore:
                 current = 0 if row is None else int(row[0])
                 if since == current:
                     return [], [], current
-                if not current - LOG_KEEP < since < current:
+                if not in_log(since, current):
                     return None
                 log = conn.execute(
                     "SELECT ver, turn_id, op FROM dhrag_log WHERE session_id = %s AND ver > %s",

@@ -17,6 +17,8 @@ from dhrag_core.store.base import (
     UPSERT,
     CorruptStoreError,
     StaleSessionError,
+    check_owned,
+    in_log,
     net_changes,
 )
 from dhrag_core.store.codec import decode_turn, encode_turn
@@ -169,11 +171,8 @@ class SQLiteStore:
         state: Mapping[str, bytes] | None = None,
         expected_version: int | None = None,
     ) -> int:
-        rows = []
-        for t in upsert:
-            if t.session_id != session_id:
-                raise ValueError(f"turn {t.turn_id} belongs to session {t.session_id!r}")
-            rows.append(encode_turn(t))
+        check_owned(session_id, upsert)
+        rows = [encode_turn(t) for t in upsert]
         placeholders = ", ".join("?" for _ in _COLUMNS)
         with self._lock, self._guard():
             c = self._conn
@@ -231,7 +230,7 @@ class SQLiteStore:
                 current = self._version(session_id)
                 if since == current:
                     return [], [], current
-                if not current - LOG_KEEP < since < current:
+                if not in_log(since, current):
                     return None
                 log = self._conn.execute(
                     "SELECT ver, turn_id, op FROM dhrag_log WHERE session_id=? AND ver>?",
