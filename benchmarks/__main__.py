@@ -1,4 +1,4 @@
-"""Command line: ``python -m benchmarks {convert,run,list}``.
+"""Command line: ``python -m benchmarks {convert,interleave,run,list}``.
 
 Examples::
 
@@ -7,6 +7,8 @@ Examples::
     python -m benchmarks run                          # every registered system, full KB
     python -m benchmarks run --systems 'last-turn,interp-*' --out results/
     python -m benchmarks run --bench DIR              # any dataset in the neutral format
+    python -m benchmarks run --interleave 3 --seeds 0,1,2   # topic switches and returns
+    python -m benchmarks interleave --out DIR --threads 3 --block 2 4 --seed 0
     python -m benchmarks run --import my_systems --systems last-turn,my-system
 
 Paths: ``--data`` (default ``$DHRAG_DATA`` or ``../shared/data/mtrag`` next to the repository)
@@ -27,6 +29,7 @@ from pathlib import Path
 import benchmarks.dhrag_systems
 from benchmarks.convert_mtrag import convert
 from benchmarks.data import KB_FILE, TASKS_FILE
+from benchmarks.interleave import write_interleaved
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 SEED_FILE = "kb_minilm.npz"
@@ -61,6 +64,14 @@ def _parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", required=True)
     _common(sub.add_parser("convert", help="convert MTRAG to the neutral format"))
     _common(sub.add_parser("list", help="list the registered systems"))
+    inter = sub.add_parser(
+        "interleave", help="sessions of several conversations interleaved in blocks")
+    _common(inter)
+    inter.add_argument("--out", type=Path, required=True, help="output folder (neutral format)")
+    inter.add_argument("--threads", type=int, default=3, help="conversations per session")
+    inter.add_argument("--block", type=int, nargs=2, default=(2, 4), metavar=("MIN", "MAX"),
+                       help="turns of one conversation before switching (default 2 4)")
+    inter.add_argument("--seed", type=int, default=0, help="shuffle and block seed")
     run = sub.add_parser("run", help="replay systems and write the report")
     _common(run)
     run.add_argument("--systems", default=None,
@@ -76,6 +87,11 @@ def _parser() -> argparse.ArgumentParser:
     run.add_argument("--k", type=int, default=10, help="passages per turn")
     run.add_argument("--baseline", default="last-turn", help="system for p-values and ratios")
     run.add_argument("--no-progress", action="store_true", help="hide progress bars")
+    run.add_argument("--interleave", type=int, default=0, metavar="THREADS",
+                     help="replay sessions of THREADS conversations interleaved in blocks")
+    run.add_argument("--seeds", default="0", help="interleaving seeds, comma-separated")
+    run.add_argument("--block", type=int, nargs=2, default=(2, 4), metavar=("MIN", "MAX"),
+                     help="turns of one conversation before a switch (default 2 4)")
     return parser
 
 
@@ -118,10 +134,15 @@ def _run(args: argparse.Namespace) -> int:
         bench_dir=bench, cache_dir=cache, systems=systems, seed_npz=_seed(args.seed_npz, data),
         k=args.k, baseline=args.baseline, quick=args.quick, quick_domain=args.domain,
         quick_conversations=args.conversations, show_progress=not args.no_progress,
+        interleave=args.interleave, seeds=tuple(int(x) for x in args.seeds.split(",")),
+        block=tuple(args.block),
     )
     summary = summarise(run_benchmark(config))
     print(markdown(summary))
-    paths = write_report(summary, args.out, "quick" if args.quick else "benchmark")
+    stem = "quick" if args.quick else "benchmark"
+    if args.interleave:
+        stem += f"_interleaved_{args.interleave}"
+    paths = write_report(summary, args.out, stem)
     print("wrote " + ", ".join(str(p) for p in paths.values()))
     return 0
 
@@ -149,6 +170,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 0
     if args.command == "list":
         return _list()
+    if args.command == "interleave":
+        data, _, bench = _paths(args)
+        _ensure_converted(data, bench, explicit=args.bench is not None)
+        print(write_interleaved(bench, args.out, threads=args.threads,
+                                block=tuple(args.block), seed=args.seed))
+        return 0
     return _run(args)
 
 

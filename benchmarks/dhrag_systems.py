@@ -17,7 +17,9 @@ from dhrag_core import DHRAG, Embedder, LLMRewriter, Passage, QueryRewriter, Set
 from dhrag_core.llm import llm_from_env
 from dhrag_core.records import Selection, Vector
 
-__all__ = ["ABLATIONS", "HISTORY_STAGES", "SKIPPED", "DHRAGSystem", "MemoEmbedder"]
+__all__ = [
+    "ABLATIONS", "HISTORY_STAGES", "SKIPPED", "DHRAGSystem", "MemoEmbedder", "ThreadOracleSystem",
+]
 
 ABLATIONS = ("clustering", "hierarchy", "chains", "recency", "integration", "rewrite")
 HISTORY_STAGES = ("history_s", "rewrite_s", "expand_s", "integrate_s")
@@ -71,14 +73,21 @@ class DHRAGSystem:
         self.session = ""
         self._selection: Selection | None = None
         self.last_history_s: float | None = None
+        self.comparisons = 0
+        """Vectors the history matching compared with queries, over the replay."""
 
     def start(self, conversation_id: str) -> None:
         self.session = f"conv-{conversation_id}"
         self.engine.reset(self.session)
 
     def retrieve(self, question: str, k: int) -> list[Passage]:
+        before = self._compared()
         self._selection = self.engine.select(self.session, question, k)
+        self.comparisons += self._compared() - before
         return self._selection.passages
+
+    def _compared(self) -> int:
+        return int(self.engine.history.stats(self.session)["comparisons"])
 
     def observe(self, question: str, passages: list[Passage], answer: str) -> None:
         sel = self._selection if self._selection and self._selection.query == question else None
@@ -88,6 +97,31 @@ class DHRAGSystem:
             sum(sel.timings.get(k, 0.0) for k in HISTORY_STAGES) if sel is not None else 0.0
         )
         self._selection = None
+
+
+class ThreadOracleSystem(DHRAGSystem):
+    """The dhrag engine given perfect thread separation: one session per original conversation
+    of an interleaved session (a reference: it reads the thread of each turn from the data)."""
+
+    def __init__(self, name: str, ctx: BenchContext, settings: Settings) -> None:
+        super().__init__(name, ctx, settings)
+        self.reference = True
+        self.threads = ctx.threads
+        self.conversation = ""
+        self.turn = 0
+        self.seen: set[str] = set()
+
+    def start(self, conversation_id: str) -> None:
+        self.conversation, self.turn, self.seen = conversation_id, 0, set()
+
+    def retrieve(self, question: str, k: int) -> list[Passage]:
+        self.turn += 1
+        thread = self.threads.get((self.conversation, self.turn), self.conversation)
+        self.session = f"thread-{self.conversation}-{thread}"
+        if thread not in self.seen:
+            self.seen.add(thread)
+            self.engine.reset(self.session)
+        return super().retrieve(question, k)
 
 
 SKIPPED: dict[str, str] = {}
@@ -114,6 +148,10 @@ def _register_llm() -> None:
 def _register() -> None:
     register_system("dhrag", lambda ctx: DHRAGSystem("dhrag", ctx, Settings(), own_memo=True),
                     description="DH-RAG, default settings, light rewriter (no LLM)")
+    register_system(
+        "thread-oracle",
+        lambda ctx: ThreadOracleSystem("thread-oracle", ctx, Settings()), reference=True,
+        description="dhrag with one session per original conversation (perfect threads)")
     names = {f.name for f in fields(Settings)}
 
     def ablation(part: str) -> Callable[[BenchContext], DHRAGSystem]:

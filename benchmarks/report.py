@@ -44,6 +44,7 @@ SPLITS: dict[str, Callable[[TaskScore], str | None]] = {
     "by_depth": lambda s: depth_bucket(s.turn),
     "by_domain": lambda s: s.tags.get("domain"),
     "by_multi_turn": lambda s: s.tags.get("multi_turn"),
+    "by_kind": lambda s: s.tags.get("kind"),
 }
 PVALUE_METRIC = "MRR@10"
 
@@ -90,24 +91,36 @@ def _deep(s: TaskScore) -> bool:
     return depth_bucket(s.turn) == "5+"
 
 
+def _subsets(scores: Sequence[TaskScore]) -> list[tuple[str, Callable[[TaskScore], bool]]]:
+    """Where the focus system is compared: all tasks, turn depth 5+, and the kinds of turn of
+    interleaved sessions when the tasks carry them."""
+    out: list[tuple[str, Callable[[TaskScore], bool]]] = [("all", lambda s: True), ("5+", _deep)]
+    kinds = {s.tags.get("kind") for s in scores}
+    for kind in ("continue", "return"):
+        if kind in kinds:
+            out.append((kind, lambda s, k=kind: s.tags.get("kind") == k))
+    return out
+
+
 def _focus(result: RunResult) -> dict[str, Any] | None:
     """The focus system against each other system: deltas and paired p-values."""
     focus = next((s for s in result.systems if s.name == FOCUS), None)
     if focus is None:
         return None
+    subsets = _subsets(focus.scores)
     rows = []
     for other in result.systems:
-        if other.name == FOCUS or other.name.startswith(FOCUS + "-"):
+        if other.name == FOCUS:
             continue
         row: dict[str, Any] = {"system": other.name, "reference": other.reference}
         for metric in ("MRR@10", "nDCG@10"):
-            for label, keep in (("all", lambda s: True), ("5+", _deep)):
+            for label, keep in subsets:
                 a = [s.values[metric] for s in focus.scores if keep(s)]
                 b = [s.values[metric] for s in other.scores if keep(s)]
                 row[f"{metric}_{label}_delta"] = float(np.mean(a) - np.mean(b))
                 row[f"{metric}_{label}_p"] = _p_value(focus, other, metric, keep)
         rows.append(row)
-    return {"system": FOCUS, "rows": rows}
+    return {"system": FOCUS, "subsets": [label for label, _ in subsets], "rows": rows}
 
 
 def _system_summary(run: SystemRun, base: SystemRun | None) -> dict[str, Any]:
@@ -128,6 +141,9 @@ def _system_summary(run: SystemRun, base: SystemRun | None) -> dict[str, Any]:
         "wall_s": run.wall_s,
         "rss_growth_mib": run.rss_growth_mib,
         "peak_rss_mib": run.peak_rss_mib,
+        "comparisons": run.comparisons,
+        "comparisons_per_turn": (run.comparisons / len(run.runs)
+                                 if run.comparisons is not None and run.runs else None),
     }
 
 
@@ -257,29 +273,39 @@ def markdown(summary: Mapping[str, Any]) -> str:
         "",
         *_overall_table(summary),
     ]
+    compared = [(s["name"], s["comparisons_per_turn"]) for s in summary["systems"]
+                if s.get("comparisons_per_turn") is not None]
+    if compared:
+        out += ["", "Vectors compared by the history tree's matching, per turn: "
+                + ", ".join(f"{n} {c:.1f}" for n, c in compared) + "."]
     if summary["tuning"]:
         out += ["", "## Tuned knobs (tuned on this data, by MRR@10)", ""]
         for fam, t in summary["tuning"].items():
             out.append(f"- `{fam}`: best `{t['best']}` ({_fmt(t['MRR@10'][t['best']])}) "
                        f"among {len(t['MRR@10'])} settings")
     if summary.get("focus"):
+        subsets = summary["focus"].get("subsets", ["all", "5+"])
+        head = [f"d{m}{'' if d == 'all' else ' ' + d} | p" for d in subsets
+                for m in ("MRR@10", "nDCG@10")]
         out += ["", f"## {summary['focus']['system']} against each system", "",
                 "Difference of means (focus minus other) with the paired randomisation p-value, "
-                "overall and at turn depth 5+.", "",
-                "| other | dMRR@10 | p | dnDCG@10 | p | dMRR@10 5+ | p | dnDCG@10 5+ | p |",
-                "|---|---|---|---|---|---|---|---|---|"]
+                f"on: {', '.join(subsets)}.", "",
+                "| other | " + " | ".join(head) + " |",
+                "|---|" + "---|---|" * len(head)]
         for r in summary["focus"]["rows"]:
             cells = [f"{r[f'{m}_{d}_delta']:+.3f} | {_fmt(r[f'{m}_{d}_p'], 4)}"
-                     for d in ("all", "5+") for m in ("MRR@10", "nDCG@10")]
+                     for d in subsets for m in ("MRR@10", "nDCG@10")]
             name = r["system"] + (" (reference)" if r["reference"] else "")
             out.append(f"| {name} | " + " | ".join(cells) + " |")
     out += ["", "## Where the gold passages are (evaluated tasks at turn >= 2)", "",
             "Share of tasks with a gold passage in the system's own top-k (query), among the "
             "passages it retrieved at earlier turns (history), or in either.", "",
             *_coverage_table(summary)]
-    titles = {"by_depth": "turn depth", "by_domain": "domain", "by_multi_turn": "Multi-Turn type"}
+    titles = {"by_depth": "turn depth", "by_domain": "domain", "by_multi_turn": "Multi-Turn type",
+              "by_kind": "kind of turn (interleaved sessions: first / continue / return)"}
     for split, title in titles.items():
-        out += ["", f"## MRR@10 by {title}", "", *_split_table(summary, split)]
+        if any(s[split] for s in summary["systems"]):
+            out += ["", f"## MRR@10 by {title}", "", *_split_table(summary, split)]
     return "\n".join(out) + "\n"
 
 

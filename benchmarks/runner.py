@@ -12,7 +12,7 @@ import logging
 import os
 import resource
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -20,7 +20,8 @@ from pathlib import Path
 import faiss
 import numpy as np
 
-from benchmarks.data import Benchmark, Conversation, load_benchmark
+from benchmarks.data import Benchmark, Conversation, build_conversations, load_benchmark
+from benchmarks.interleave import interleave_benchmark
 from benchmarks.kbcache import kb_vectors
 from benchmarks.metrics import TaskScore
 from benchmarks.replay import TurnRun, history_coverage, replay, score_runs
@@ -28,13 +29,21 @@ from benchmarks.systems import REGISTRY, BenchContext, build_systems, resolve_na
 from dhrag_core import Embedder, FaissKnowledgeBase, MiniLMEmbedder
 
 __all__ = [
-    "QUICK_SYSTEMS", "RunConfig", "RunResult", "SystemRun", "current_rss_mib", "peak_rss_mib",
-    "quick_subset", "run_benchmark",
+    "QUICK_SYSTEMS",
+    "RunConfig",
+    "RunResult",
+    "SystemRun",
+    "current_rss_mib",
+    "interleaved",
+    "peak_rss_mib",
+    "quick_subset",
+    "run_benchmark",
 ]
 
 log = logging.getLogger(__name__)
 
-QUICK_SYSTEMS = ("last-turn", "all-questions", "last-1-qa", "interp-0.3-0.2", "rewrite-ref")
+QUICK_SYSTEMS = ("last-turn", "all-questions", "last-1-qa", "interp-0.3-0.2",
+                 "interp-qa-0.2-0.2-0.3", "rewrite-ref", "dhrag")
 
 
 @dataclass(frozen=True)
@@ -56,6 +65,10 @@ class RunConfig:
         query_threads: Torch and FAISS threads while replaying: one query at a time gains
             little from more, and on a shared 2-core machine 2 threads give 0.5 s stalls.
         show_progress: Show progress bars.
+        interleave: If > 0, replay sessions of this many conversations interleaved in blocks
+            (``benchmarks.interleave``), one set of sessions per seed of ``seeds``, pooled.
+        seeds: Interleaving seeds.
+        block: Turns of one conversation before a switch (min, max).
     """
 
     bench_dir: Path
@@ -71,6 +84,9 @@ class RunConfig:
     model_name: str = "all-MiniLM-L6-v2"
     query_threads: int = 1
     show_progress: bool = True
+    interleave: int = 0
+    seeds: tuple[int, ...] = (0,)
+    block: tuple[int, int] = (2, 4)
 
 
 @dataclass(frozen=True)
@@ -86,6 +102,7 @@ class SystemRun:
     coverage: dict[str, float] = field(default_factory=dict)
     rss_growth_mib: float | None = None
     peak_rss_mib: float | None = None
+    comparisons: int | None = None
 
 
 @dataclass(frozen=True)
@@ -128,13 +145,24 @@ def quick_subset(bench: Benchmark, *, domain: str | None = None, n_conversations
     return Benchmark(kb=kb, tasks=tasks, conversations=convs)
 
 
+def interleaved(bench: Benchmark, threads: int, seeds: Sequence[int],
+                block: tuple[int, int]) -> Benchmark:
+    """Sessions of ``threads`` interleaved conversations, one set per seed, pooled."""
+    tasks = [t for seed in seeds
+             for t in interleave_benchmark(bench.conversations, threads=threads, block=block,
+                                           seed=seed)]
+    return Benchmark(kb=bench.kb, tasks=tasks, conversations=build_conversations(tasks))
+
+
 def _context(bench: Benchmark, config: RunConfig, embedder: Embedder) -> BenchContext:
     vectors = kb_vectors(bench.kb, embedder, config.model_name, cache_dir=config.cache_dir,
                          seed=config.seed_npz, show_progress=config.show_progress)
     kb = FaissKnowledgeBase(bench.kb, embedder, vectors=vectors)
     references = {(t.conversation_id, t.turn): t.rewrite for t in bench.tasks
                   if t.rewrite is not None}
-    return BenchContext(kb=kb, embedder=embedder, references=references)
+    threads = {(t.conversation_id, t.turn): t.tags.get("thread", t.conversation_id)
+               for t in bench.tasks}
+    return BenchContext(kb=kb, embedder=embedder, references=references, threads=threads)
 
 
 def _run_system(name: str, ctx: BenchContext, bench: Benchmark, config: RunConfig) -> SystemRun:
@@ -148,7 +176,8 @@ def _run_system(name: str, ctx: BenchContext, bench: Benchmark, config: RunConfi
     return SystemRun(name=name, reference=spec.reference, description=spec.description,
                      runs=runs, scores=score_runs(runs, bench.tasks), wall_s=wall,
                      coverage=history_coverage(runs, bench.tasks),
-                     rss_growth_mib=growth, peak_rss_mib=peak_rss_mib())
+                     rss_growth_mib=growth, peak_rss_mib=peak_rss_mib(),
+                     comparisons=getattr(system, "comparisons", None))
 
 
 def current_rss_mib() -> float | None:
@@ -201,6 +230,8 @@ def run_benchmark(config: RunConfig, embedder: Embedder | None = None,
         data = quick_subset(data, domain=config.quick_domain,
                             n_conversations=config.quick_conversations,
                             n_negatives=config.quick_negatives)
+    if config.interleave:
+        data = interleaved(data, config.interleave, config.seeds, config.block)
     timings["load_s"] = time.perf_counter() - t0
     emb = embedder if embedder is not None else MiniLMEmbedder()
     t0 = time.perf_counter()

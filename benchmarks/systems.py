@@ -36,6 +36,7 @@ __all__ = [
     "QueryEncoder",
     "SparseSystem",
     "SystemSpec",
+    "answer_interpolation",
     "build_systems",
     "embedded",
     "interpolate",
@@ -53,6 +54,8 @@ Exchange = tuple[str, str]
 
 INTERPOLATION_GRID = ((0.2, 0.3, 0.5), (0.0, 0.2, 0.3))
 """Weights tried for the previous and the first question (tuned on the benchmark's data)."""
+ANSWER_GRID = ((0.2, 0.3), (0.0, 0.2), (0.2, 0.3, 0.5))
+"""Weights tried for the previous question, the first question and the previous answer."""
 BM25_SYSTEMS = ("last-turn", "all-questions", "last-1-q", "last-1-qa")
 """Text baselines also run with BM25."""
 
@@ -173,13 +176,14 @@ def join_last_n(exchanges: Sequence[Exchange], question: str, n: int | None,
 
 
 def interpolate(current: Vector, previous: Vector | None, first: Vector | None,
-                w_prev: float, w_first: float) -> Vector:
-    """``current + w_prev * previous + w_first * first``, normalised (absent terms skipped)."""
+                w_prev: float, w_first: float, answer: Vector | None = None,
+                w_answer: float = 0.0) -> Vector:
+    """``current + w_prev * previous + w_first * first + w_answer * answer``, normalised
+    (absent terms skipped)."""
     v = np.asarray(current, dtype=np.float32).copy()
-    if previous is not None:
-        v += w_prev * previous
-    if first is not None:
-        v += w_first * first
+    for term, w in ((previous, w_prev), (first, w_first), (answer, w_answer)):
+        if term is not None and w:
+            v += w * term
     out: Vector = l2_normalise(v)[0]
     return out
 
@@ -221,6 +225,19 @@ def interpolation(w_prev: float, w_first: float) -> VectorBuilder:
     return build
 
 
+def answer_interpolation(w_prev: float, w_first: float, w_answer: float) -> VectorBuilder:
+    """Like ``interpolation``, plus the previous answer's vector (the answer-aware baseline:
+    dhrag reads answers, so its strongest simple rival may too)."""
+    def build(memory: Memory, question: str, enc: QueryEncoder) -> Vector:
+        ex = memory.exchanges
+        if not ex:
+            return enc(question)
+        answer = enc(ex[-1][1]) if ex[-1][1] else None
+        return interpolate(enc(question), enc(ex[-1][0]), enc(ex[0][0]), w_prev, w_first,
+                           answer, w_answer)
+    return build
+
+
 @dataclass(frozen=True)
 class BenchContext:
     """What a system factory may use.
@@ -230,11 +247,20 @@ class BenchContext:
         embedder: The query embedder.
         references: ``(conversation_id, turn) -> reference rewrite``; only reference systems
             may read it.
+        threads: ``(conversation_id, turn) -> thread`` (the original conversation of an
+            interleaved turn); only reference systems may read it.
     """
 
     kb: FaissKnowledgeBase
     embedder: Embedder
     references: Mapping[tuple[str, int], str] = field(default_factory=dict)
+    threads: Mapping[tuple[str, int], str] = field(default_factory=dict)
+
+    @cached_property
+    def answer_encoder(self) -> QueryEncoder:
+        """One memo of text vectors shared by the answer-aware baselines (answers are long:
+        encoding them once per grid point would dominate the run)."""
+        return QueryEncoder(self.kb.embedder)
 
     @cached_property
     def bm25(self) -> BM25Index:
@@ -293,6 +319,14 @@ def build_systems(patterns: Iterable[str], ctx: BenchContext) -> list[System]:
     return [REGISTRY[name].factory(ctx) for name in resolve_names(patterns)]
 
 
+def _answer_aware(name: str, build: VectorBuilder) -> SystemFactory:
+    def factory(ctx: BenchContext) -> System:
+        system = DenseSystem(name, ctx.kb, build)
+        system.encoder = ctx.answer_encoder
+        return system
+    return factory
+
+
 def _register_baselines() -> None:
     def dense(name: str, build: VectorBuilder) -> SystemFactory:
         return lambda ctx: DenseSystem(name, ctx.kb, build)
@@ -315,6 +349,14 @@ def _register_baselines() -> None:
             name = f"interp-{w_prev:g}-{w_first:g}"
             register_system(name, dense(name, interpolation(w_prev, w_first)),
                             description=f"question + {w_prev:g} x previous + {w_first:g} x first")
+    for w_prev in ANSWER_GRID[0]:
+        for w_first in ANSWER_GRID[1]:
+            for w_ans in ANSWER_GRID[2]:
+                name = f"interp-qa-{w_prev:g}-{w_first:g}-{w_ans:g}"
+                register_system(
+                    name, _answer_aware(name, answer_interpolation(w_prev, w_first, w_ans)),
+                    description=f"question + {w_prev:g} x previous + {w_first:g} x first "
+                                f"+ {w_ans:g} x previous answer")
     register_system(
         "rewrite-ref",
         lambda ctx: DenseSystem("rewrite-ref", ctx.kb, embedded(reference_text(ctx.references)),

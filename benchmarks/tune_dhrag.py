@@ -1,6 +1,13 @@
-"""Grid over DH-RAG settings on the converted benchmark (tuning on the evaluation data: say so).
+"""Choose DH-RAG defaults by cross-validation by conversation, on plain and interleaved sessions.
 
-    python -m benchmarks.tune_dhrag --grid expansion=0,0.3,0.6 history_bonus=0,0.1
+    python -m benchmarks.tune_dhrag --grid thread_switch=none,0.2 thread_recency=0.05,0.1
+
+Every setting of the grid replays the plain benchmark and its interleaved sessions (3 threads,
+seeds 0-2; 10 threads, seed 0). Per-task MRR@10 are pooled; folds split the *original*
+conversations (a thread and its interleaved copies are in the same fold). For each fold the
+setting with the best mean on the other folds is scored on it: the cross-validated figure is
+what choosing by this procedure gives on conversations it did not see. Both it and the best
+(tuned on everything) figure are printed; tuning on the evaluation data: say so.
 """
 
 from __future__ import annotations
@@ -10,18 +17,28 @@ import itertools
 import json
 import logging
 import time
+import zlib
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 import faiss
+import numpy as np
 
 from benchmarks.__main__ import default_cache, default_data
-from benchmarks.data import load_benchmark
+from benchmarks.data import Benchmark, load_benchmark
 from benchmarks.dhrag_systems import DHRAGSystem, memo_for
+from benchmarks.interleave import interleave_benchmark
 from benchmarks.kbcache import kb_vectors
-from benchmarks.metrics import depth_bucket, mean_scores
+from benchmarks.metrics import TaskScore
 from benchmarks.replay import replay, score_runs
-from benchmarks.systems import BenchContext, DenseSystem, text_builder
+from benchmarks.systems import BenchContext
 from dhrag_core import FaissKnowledgeBase, MiniLMEmbedder, Settings
+
+__all__ = ["cross_validate", "fold_of", "interleaved_sets"]
+
+SETS = (("plain", 0, 0), ("3 threads", 3, 0), ("3 threads", 3, 1), ("3 threads", 3, 2),
+        ("10 threads", 10, 0))
+"""(label, threads, seed); threads 0 is the plain benchmark."""
 
 
 def _parse(value: str) -> object:
@@ -33,12 +50,53 @@ def _parse(value: str) -> object:
     return {"true": True, "false": False, "none": None}.get(value.lower(), value)
 
 
+def fold_of(thread: str, folds: int) -> int:
+    """The fold of an original conversation (stable across runs and sets)."""
+    return zlib.crc32(thread.encode()) % folds
+
+
+def interleaved_sets(bench: Benchmark, block: tuple[int, int] = (2, 4)) -> list[
+        tuple[str, Benchmark]]:
+    """The plain benchmark and its interleaved copies named in ``SETS``."""
+    from benchmarks.data import build_conversations
+
+    out = []
+    for label, threads, seed in SETS:
+        if threads == 0:
+            out.append((label, bench))
+            continue
+        tasks = interleave_benchmark(bench.conversations, threads=threads, block=block, seed=seed)
+        out.append((label, Benchmark(kb=bench.kb, tasks=tasks,
+                                     conversations=build_conversations(tasks))))
+    return out
+
+
+def cross_validate(scores: Mapping[str, Sequence[tuple[int, float]]], folds: int) -> float:
+    """Mean held-out score when each fold takes the setting best on the other folds.
+
+    Args:
+        scores: Setting name -> ``(fold, score)`` per task (same tasks, same order, for all).
+    """
+    names = list(scores)
+    fold = np.array([f for f, _ in scores[names[0]]])
+    table = np.array([[v for _, v in scores[n]] for n in names])
+    held = np.zeros(fold.size)
+    for k in range(folds):
+        train, test = fold != k, fold == k
+        best = int(np.argmax(table[:, train].mean(axis=1)))
+        held[test] = table[best, test]
+    return float(held.mean())
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--bench", type=Path, default=default_cache() / "benchmarks" / "mtrag")
-    ap.add_argument("--grid", nargs="*", default=[])
+    ap.add_argument("--grid", nargs="*", default=[], help="key=v1,v2 ...")
     ap.add_argument("--base", nargs="*", default=[], help="fixed settings key=value")
-    ap.add_argument("--out", type=Path, default=Path("results/tune.jsonl"))
+    ap.add_argument("--also", nargs="*", default=[],
+                    help="further candidate settings, each 'key=value,key=value'")
+    ap.add_argument("--folds", type=int, default=5)
+    ap.add_argument("--out", type=Path, default=Path("results/tune.json"))
     args = ap.parse_args()
     logging.basicConfig(level=logging.WARNING)
     import torch
@@ -54,29 +112,45 @@ def main() -> None:
     base = {k: _parse(v) for k, v in (kv.split("=", 1) for kv in args.base)}
     keys = [g.split("=", 1)[0] for g in args.grid]
     values = [[_parse(v) for v in g.split("=", 1)[1].split(",")] for g in args.grid]
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-
-    def report(name: str, system: object, extra: dict[str, object]) -> None:
+    sets = interleaved_sets(bench)
+    pooled: dict[str, list[tuple[int, float]]] = {}
+    rows = []
+    candidates = [dict(base, **dict(zip(keys, combo, strict=True)))
+                  for combo in itertools.product(*values)]
+    candidates += [dict(base, **{k: _parse(v) for k, v in (kv.split("=", 1)
+                                                           for kv in also.split(","))})
+                   for also in args.also]
+    for changes in candidates:
+        name = ",".join(f"{k}={v}" for k, v in changes.items()) or "defaults"
         t0 = time.perf_counter()
-        runs = replay(system, bench.conversations, k=10, show_progress=False)  # type: ignore[arg-type]
-        scores = score_runs(runs, bench.tasks)
-        m = mean_scores(scores)
-        by = {}
-        for bucket in ("1", "2", "3-4", "5+"):
-            sub = [s for s in scores if depth_bucket(s.turn) == bucket]
-            if sub:
-                by[bucket] = round(mean_scores(sub)["MRR@10"], 4)
-        row = {"name": name, **extra, "mrr@10": round(m["MRR@10"], 4),
-               "ndcg@10": round(m["nDCG@10"], 4), "r@10": round(m["R@10"], 4),
-               "by_depth_mrr": by, "s": round(time.perf_counter() - t0, 1)}
+        row: dict[str, object] = {"setting": name}
+        pooled[name] = []
+        per_label: dict[str, list[TaskScore]] = {}
+        for label, data in sets:
+            system = DHRAGSystem("dhrag", ctx, Settings().with_(**changes))
+            scores = score_runs(replay(system, data.conversations, show_progress=False),
+                                data.tasks)
+            per_label.setdefault(label, []).extend(scores)
+            pooled[name].extend(
+                (fold_of(s.tags.get("thread", s.task_id.split("::")[0]), args.folds),
+                 s.values["MRR@10"]) for s in scores)
+        for label, scores in per_label.items():
+            row[label] = round(float(np.mean([s.values["MRR@10"] for s in scores])), 4)
+            for kind in ("continue", "return"):
+                sub = [s.values["MRR@10"] for s in scores if s.tags.get("kind") == kind]
+                if sub:
+                    row[f"{label} {kind}"] = round(float(np.mean(sub)), 4)
+        row["pooled"] = round(float(np.mean([v for _, v in pooled[name]])), 4)
+        row["s"] = round(time.perf_counter() - t0, 1)
+        rows.append(row)
         print(json.dumps(row), flush=True)
-        with open(args.out, "a", encoding="utf-8") as f:
-            f.write(json.dumps(row) + "\n")
-
-    report("last-turn", DenseSystem("last-turn", ctx.kb, text_builder(0, False)), {})
-    for combo in itertools.product(*values):
-        settings = dict(base, **dict(zip(keys, combo, strict=True)))
-        report("dhrag", DHRAGSystem("dhrag", ctx, Settings().with_(**settings)), settings)
+    best = max(rows, key=lambda r: float(r["pooled"]))  # type: ignore[arg-type]
+    summary = {"rows": rows, "best": best["setting"], "best_pooled": best["pooled"],
+               "cross_validated_pooled": round(cross_validate(pooled, args.folds), 4),
+               "folds": args.folds}
+    print(json.dumps({k: v for k, v in summary.items() if k != "rows"}))
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.write_text(json.dumps(summary, indent=1) + "\n", encoding="utf-8")
 
 
 if __name__ == "__main__":

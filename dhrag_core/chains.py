@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import bisect
 from collections import Counter
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -95,10 +95,13 @@ class ChainTracker:
         best = int(np.argmax(scores))
         return self._lasts.key_at(int(slots[best])), float(scores[best])
 
-    def link(self, turn_id: str, vector: Vector, index: int) -> int:
-        """Attach a new turn to the chain it continues best, or start one; returns the id."""
+    def link(self, turn_id: str, vector: Vector, index: int, prefer: int | None = None) -> int:
+        """Attach a new turn to ``prefer`` (the chain its query was judged to continue), else
+        to the chain it continues best, or start one; returns the id."""
         best = self.best_link(vector)
-        if best is not None and best[1] >= self.threshold:
+        if prefer is not None and prefer in self.chains:
+            chain = self.chains[prefer]
+        elif best is not None and best[1] >= self.threshold:
             chain = self.chains[best[0]]
         else:
             chain = Chain(self._next_id, total=np.zeros(self.dimension))
@@ -143,6 +146,11 @@ class ChainTracker:
         if chain.rows is None:
             chain.rows = RowBuffer(np.stack([vectors[m] for m in chain.members]))
         return chain.members[-size:], chain.indexes[-size:], chain.rows.view()[-size:]
+
+    def thread_ages(self, chain_id: int, indexes: Sequence[int]) -> list[int]:
+        """Turns of the chain from each given turn index on (1: its latest turn)."""
+        members = self.chains[chain_id].indexes
+        return [len(members) - bisect.bisect_left(members, i) for i in indexes]
 
     def centroid_similarities(self, vector: Vector) -> tuple[list[int], np.ndarray]:
         """Every chain id with the cosine of its centroid to ``vector``."""

@@ -192,7 +192,7 @@ class DHRAG:
     ) -> list[ContextItem]:
         cfg = self.settings
         candidates = [Candidate(p, v, "kb") for p, v in zip(kb, vectors, strict=True)]
-        for s in history:
+        for s in history if cfg.use_integration else ():
             candidates.extend(
                 Candidate(p, s.turn.passage_vectors[i], "history", s)
                 for i, p in enumerate(s.turn.passages)

@@ -172,11 +172,13 @@ class SessionTree:
 
     # -- upkeep -------------------------------------------------------------------------------
 
-    def insert(self, turn: Turn) -> tuple[int, int, dict[str, int]]:
-        """Organise a new turn: (cluster id, chain id, cluster ids of other turns that moved)."""
+    def insert(self, turn: Turn, thread: int | None = None) -> tuple[int, int, dict[str, int]]:
+        """Organise a new turn: (cluster id, chain id, cluster ids of other turns that moved).
+
+        ``thread``: the chain the turn's query was judged to continue, if any."""
         v = self.topic(turn)
         changed = self.clusters.assign(turn.turn_id, v, self.vectors, self._age)
-        chain_id = self.chains.link(turn.turn_id, v, turn.index)
+        chain_id = self.chains.link(turn.turn_id, v, turn.index, thread)
         self.vectors[turn.turn_id] = v
         self.index_of[turn.turn_id] = turn.index
         for moved in changed:
@@ -234,10 +236,13 @@ class SessionTree:
 
     # -- matching ---------------------------------------------------------------------------
 
-    def match(self, query: Vector, *, hierarchical: bool = True) -> list[TreeMatch]:
+    def match(
+        self, query: Vector, *, hierarchical: bool = True, clusters: bool = True
+    ) -> list[TreeMatch]:
         """Turns matched to ``query``, best first (at most ``settings.tree_turns``).
 
-        Hierarchical: best clusters -> their best summary nodes -> those nodes' turns.
+        Hierarchical: best clusters -> their best summary nodes -> those nodes' turns
+        (``clusters=False``: the summary nodes of every cluster).
         Flat (``hierarchical=False``, or a tree below ``min_tree_turns``): every turn.
         """
         cfg = self.settings
@@ -250,9 +255,12 @@ class SessionTree:
             order = _top(sims, cfg.tree_turns)
             return [TreeMatch(ids[i], float(sims[i]), self.clusters.of.get(ids[i], -1), None)
                     for i in order]
-        top = self.clusters.nearest(query, cfg.tree_clusters)
-        self.comparisons += len(self.clusters)
-        nodes = self.summary_nodes([c.id for c, _ in top])
+        if clusters:
+            top = [c.id for c, _ in self.clusters.nearest(query, cfg.tree_clusters)]
+            self.comparisons += len(self.clusters)
+        else:
+            top = list(self.clusters.clusters)
+        nodes = self.summary_nodes(top)
         node_sims = np.stack([n.vector for n in nodes]) @ query
         self.comparisons += len(nodes)
         best_nodes = [nodes[i] for i in np.argsort(-node_sims, kind="stable")[: cfg.tree_summaries]]

@@ -25,7 +25,7 @@ from dhrag_core import scoring
 from dhrag_core.chains import chain_length_stats
 from dhrag_core.clustering import keyword_labels
 from dhrag_core.embedding import Embedder, MiniLMEmbedder, l2_normalise
-from dhrag_core.hierarchy import SessionTree
+from dhrag_core.hierarchy import SessionTree, TreeMatch
 from dhrag_core.index import VectorIndex
 from dhrag_core.records import HistoryHit, Passage, SelectedTurn, Turn, Vector
 from dhrag_core.settings import Settings
@@ -399,7 +399,7 @@ class HistoryDatabase:
         try:
             for tid in [*evicted, *([dup.turn_id] if dup is not None else [])]:
                 s.tree.remove(tid)
-            cluster_id, chain_id, moved = s.tree.insert(turn)
+            cluster_id, chain_id, moved = s.tree.insert(turn, self._continued_thread(s, qv))
             turn = replace(turn, cluster_id=cluster_id, chain_id=chain_id)
             upsert = [turn] + [replace(s.turns[tid], cluster_id=cid)
                                for tid, cid in moved.items() if tid in s.turns]
@@ -418,6 +418,15 @@ class HistoryDatabase:
         s.drop(evicted)
         s.put(upsert)
         return AddResult(turn=turn, merged=dup is not None, evicted=tuple(evicted))
+
+    def _continued_thread(self, s: _Session, qv: Vector) -> int | None:
+        """The thread a new turn joins because its query continues it (``thread_link``): the
+        T* that selection chose for that query, when the query matched it well enough."""
+        cfg = self.settings
+        if not cfg.use_chains or cfg.thread_link is None or not s.tree.chains.chains:
+            return None
+        thread, relevance, _ = self._thread_of(s, qv)
+        return thread if relevance >= cfg.thread_link else None
 
     def _near_duplicate(
         self, s: _Session, slots: np.ndarray, sims: np.ndarray, rv: Vector | None
@@ -529,53 +538,95 @@ class HistoryDatabase:
             return self._select_locked(s, qv)
 
     def _select_locked(self, s: _Session, qv: Vector) -> list[SelectedTurn]:
+        if self.settings.use_chains:
+            return self._select_in_thread(s, qv)
+        return self._select_flat(s, qv)
+
+    def _thread_of(self, s: _Session, qv: Vector) -> tuple[int, float, list[TreeMatch]]:
+        """T*, the chain (thread) the query continues, its relevance, and the tree matches.
+
+        A chain's relevance is its best matched turn's (or its centroid's) similarity to the
+        query; chains active lately get ``thread_recency`` more, so an elliptical follow-up,
+        relevant to nothing in particular, stays in the thread of the turn before it.
+        """
+        cfg = self.settings
+        matches = s.tree.match(qv, hierarchical=cfg.use_hierarchy,
+                               clusters=cfg.use_clustering)
+        ids, sims = s.tree.chains.centroid_similarities(qv)
+        at = {cid: i for i, cid in enumerate(ids)}
+        rel = np.asarray(sims, dtype=np.float64).copy()
+        for m in matches:
+            i = at[s.tree.chains.of[m.turn_id]]
+            rel[i] = max(rel[i], m.similarity)
+        last = np.array([s.tree.chains.chains[c].last_index for c in ids], dtype=np.float64)
+        bonus = cfg.thread_recency if cfg.use_recency else 0.0
+        best = int(np.argmax(scoring.thread_score(rel, s.next_index - last, bonus,
+                                                  cfg.thread_half_life)))
+        current = s.tree.chains.of.get(s.latest) if s.latest is not None else None
+        if cfg.thread_switch is not None and ids[best] != current and current in at and (
+                rel[best] < cfg.thread_switch):
+            best = at[current]
+        return ids[best], float(rel[best]), matches
+
+    def _select_in_thread(self, s: _Session, qv: Vector) -> list[SelectedTurn]:
+        """DH-RAG selection inside T*: the thread's matched turns, its best turn and its latest,
+        with recency counted in turns of that thread (other threads' turns do not age it)."""
+        cfg = self.settings
+        if not s.tree.chains.chains:
+            return []
+        thread, _, matches = self._thread_of(s, qv)
+        chains = s.tree.chains
+        via: dict[str, list[str]] = {}
+        for m in matches:
+            if chains.of[m.turn_id] == thread:
+                via.setdefault(m.turn_id, []).append("hierarchy")
+        members, _, vectors = chains.window(thread, s.tree.vectors, _CHAIN_WINDOW)
+        alpha = cfg.alpha if cfg.use_recency else 1.0
+        ages = np.arange(len(members), 0, -1, dtype=np.float64)
+        weight = scoring.combined_weight(scoring.relevance(vectors @ qv),
+                                         scoring.recency(ages, cfg.half_life_turns), alpha)
+        via.setdefault(members[int(np.argmax(weight))], []).append("chain")
+        via.setdefault(members[-1], []).append("recent")
+        return self._weigh(s, qv, via, chains.thread_ages(thread, [s.turns[t].index for t in via]))
+
+    def _select_flat(self, s: _Session, qv: Vector) -> list[SelectedTurn]:
+        """Selection without threads (``use_chains=False``): matched turns and the latest turn
+        of the session, recency counted in turns of the session."""
+        via: dict[str, list[str]] = {}
+        for m in s.tree.match(qv, hierarchical=self.settings.use_hierarchy,
+                                  clusters=self.settings.use_clustering):
+            via.setdefault(m.turn_id, []).append("hierarchy")
+        if s.latest is not None:
+            via.setdefault(s.latest, []).append("recent")
+        return self._weigh(s, qv, via, [s.next_index - s.turns[t].index for t in via])
+
+    def _weigh(self, s: _Session, qv: Vector, via: dict[str, list[str]],
+               ages: Sequence[float]) -> list[SelectedTurn]:
+        """Weigh the candidates ``alpha * relevance + (1 - alpha) * recency`` (relevance
+        sharpened around the best one) and keep the ``history_turns`` best."""
         cfg = self.settings
         alpha = cfg.alpha if cfg.use_recency else 1.0
-        index, now = s.next_index, float(self.clock())
-
-        def recency_of_index(idx: np.ndarray) -> np.ndarray:
-            return scoring.recency(index - idx, cfg.half_life_turns)
-
-        via: dict[str, list[str]] = {}
-        for m in s.tree.match(qv, hierarchical=cfg.use_hierarchy and cfg.use_clustering):
-            via.setdefault(m.turn_id, []).append("hierarchy")
-        if cfg.use_chains:
-            best = s.tree.best_chain(qv, recency_of_index, alpha)
-            if best is not None:
-                # the best triple of T*, among its latest turns (older ones have decayed)
-                members, indexes, vectors = s.tree.chains.window(
-                    best[0], s.tree.vectors, _CHAIN_WINDOW
-                )
-                rel = scoring.relevance(vectors @ qv)
-                rec = recency_of_index(np.array(indexes, dtype=np.float64))
-                top = members[int(np.argmax(scoring.combined_weight(rel, rec, alpha)))]
-                via.setdefault(top, []).append("chain")
-        if cfg.use_recency and s.latest is not None:
-            via.setdefault(s.latest, []).append("recent")
-
         ids = list(via)
         turns = [s.turns[i] for i in ids]
         rel = scoring.relevance(self._relevance_sims(s, ids, turns, qv))
         if cfg.relevance_contrast is not None:
             rel = scoring.contrast(rel, cfg.relevance_contrast)
-        rec = scoring.recency(
-            [index - t.index for t in turns], cfg.half_life_turns,
-            [now - t.timestamp for t in turns], cfg.half_life_seconds,
-        )
+        now = float(self.clock())
+        rec = scoring.recency(ages, cfg.half_life_turns, [now - t.timestamp for t in turns],
+                              cfg.half_life_seconds)
         weight = scoring.combined_weight(rel, rec, alpha)
         order = np.lexsort((-np.array([t.index for t in turns]), -weight))
         chosen = [int(i) for i in order[: cfg.history_turns]]
         labels = self._labels(s, {turns[i].cluster_id for i in chosen})
-        out = []
-        for i in chosen:
-            t = turns[i]
-            out.append(SelectedTurn(
-                turn=t, relevance=float(rel[i]), recency=float(rec[i]), weight=float(weight[i]),
-                via=tuple(via[ids[i]]), cluster_id=t.cluster_id,
-                cluster_label=labels.get(t.cluster_id, ""), summary=self._summary(s, t),
-                chain_id=t.chain_id,
-            ))
-        return out
+        return [
+            SelectedTurn(
+                turn=turns[i], relevance=float(rel[i]), recency=float(rec[i]),
+                weight=float(weight[i]), via=tuple(via[ids[i]]), cluster_id=turns[i].cluster_id,
+                cluster_label=labels.get(turns[i].cluster_id, ""),
+                summary=self._summary(s, turns[i]), chain_id=turns[i].chain_id,
+            )
+            for i in chosen
+        ]
 
     def _summary(self, s: _Session, turn: Turn) -> str:
         """The text of the summary node holding ``turn``, cached while its members stand

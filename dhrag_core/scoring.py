@@ -5,7 +5,9 @@ from __future__ import annotations
 import numpy as np
 import numpy.typing as npt
 
-__all__ = ["combined_weight", "contrast", "lowest_weights", "recency", "relevance"]
+__all__ = [
+    "combined_weight", "contrast", "lowest_weights", "recency", "relevance", "thread_score",
+]
 
 FloatArray = npt.NDArray[np.float64]
 
@@ -89,3 +91,13 @@ def contrast(relevance: npt.ArrayLike, temperature: float) -> FloatArray:
         return r
     out: FloatArray = r * np.exp((r - r.max()) / temperature)
     return out
+
+
+def thread_score(
+    relevance: npt.ArrayLike, turns_since_active: npt.ArrayLike, bonus: float, half_life: float
+) -> FloatArray:
+    """How well a query continues each thread: its relevance plus ``bonus`` times the recency
+    of the thread's latest turn (a thread active one turn ago gets ``bonus / 2**(1/half_life)``).
+    """
+    rel = np.asarray(relevance, dtype=np.float64)
+    return rel + bonus * recency(turns_since_active, half_life)

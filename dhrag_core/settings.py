@@ -61,8 +61,19 @@ class Settings:
             ``"max"`` of both.
         relevance_contrast: If set, relevances are sharpened around the best match at this
             temperature before weighting (``scoring.contrast``); ``None`` keeps eq. 13 as is.
-        use_clustering, use_hierarchy, use_chains, use_recency, use_integration, use_rewrite:
-            Ablation switches; all on is DH-RAG.
+        thread_recency: Bonus of a recently active thread (chain) when choosing the thread T*
+            that a query continues (relevance of its best turn + this x its recency).
+        thread_half_life: Turns of the session after which that bonus halves.
+        thread_link: A new turn joins the thread chosen for its query when the query matched
+            that thread this well (else it links by its topic vector, ``chain_threshold``);
+            ``None`` links by topic vector only.
+        use_clustering: Match through topic clusters (off: every summary node is scored).
+        use_hierarchy: Beam search cluster -> summary -> turn (off: scan every turn).
+        use_chains: Select inside the thread T* with thread-local recency (off: select over
+            the whole session, recency in session turns).
+        use_recency: Recency in the weights and the thread choice (off: relevance only).
+        use_integration: Merge history passages into the context (off: knowledge base only).
+        use_rewrite: Query reconstruction and vector expansion (off: the raw query).
     """
 
     alpha: float = 0.5
@@ -94,6 +105,10 @@ class Settings:
     temperature: float = 0.05
     relevance: str = "query"
     relevance_contrast: float | None = 0.1
+    thread_recency: float = 0.1
+    thread_half_life: float = 2.0
+    thread_link: float | None = 0.3
+    thread_switch: float | None = None
     use_clustering: bool = True
     use_hierarchy: bool = True
     use_chains: bool = True
@@ -122,6 +137,10 @@ class Settings:
         _check_range("topic_passage_weight", self.topic_passage_weight, 0.0, 100.0)
         _check_range("history_bonus", self.history_bonus, -10.0, 10.0)
         _check_range("answer_bonus", self.answer_bonus, -10.0, 10.0)
+        _check_range("thread_recency", self.thread_recency, 0.0, 10.0)
+        _check_range("thread_half_life", self.thread_half_life, 1e-9, math.inf)
+        if self.thread_link is not None:
+            _check_range("thread_link", self.thread_link, -1.0, 1.0)
         _check_range("temperature", self.temperature, 1e-6, 100.0)
         if self.relevance_contrast is not None:
             _check_range("relevance_contrast", self.relevance_contrast, 1e-6, 100.0)

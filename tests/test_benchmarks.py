@@ -23,6 +23,7 @@ from benchmarks.data import (
     write_kb,
     write_tasks,
 )
+from benchmarks.interleave import interleave_benchmark
 from benchmarks.kbcache import kb_vectors, text_sha1
 from benchmarks.metrics import (
     depth_bucket,
@@ -47,7 +48,7 @@ from benchmarks.systems import (
     register_system,
     resolve_names,
 )
-from dhrag_core import FaissKnowledgeBase, HashingEmbedder, Passage
+from dhrag_core import FaissKnowledgeBase, HashingEmbedder, Passage, Settings
 
 # --- metrics against hand-computed values -------------------------------------------------
 
@@ -325,8 +326,9 @@ def test_registry_resolves_names_and_globs() -> None:
         resolve_names(["nope"])
     with pytest.raises(ValueError, match="already registered"):
         register_system("last-turn", REGISTRY["last-turn"].factory)
-    assert REGISTRY["rewrite-ref"].reference
-    assert not any(s.reference for n, s in REGISTRY.items() if "rewrite-ref" not in n)
+    assert REGISTRY["rewrite-ref"].reference and REGISTRY["thread-oracle"].reference
+    assert not any(s.reference for n, s in REGISTRY.items()
+                   if "rewrite-ref" not in n and n != "thread-oracle")
 
 
 def test_baselines_retrieve_from_the_kb() -> None:
@@ -515,3 +517,101 @@ def test_report_paths_are_portable(tmp_path: Path, monkeypatch: pytest.MonkeyPat
     assert portable_path(work / ".." / "shared" / "kb.npz") == "../shared/kb.npz"
     assert portable_path(home / ".cache" / "dhrag") == "~/.cache/dhrag"
     assert portable_path(Path("/opt/elsewhere/data")) == "/opt/elsewhere/data"
+
+
+def _many_conversations(n: int = 7, turns: int = 5) -> list[Task]:
+    tasks = []
+    for c in range(n):
+        history: list[Message] = []
+        for t in range(1, turns + 1 - (c % 3)):
+            tasks.append(Task(task_id=f"c{c}::{t}", conversation_id=f"c{c}", turn=t,
+                              history=tuple(history), question=f"c{c} question {t}",
+                              relevant=(f"gold-c{c}-{t}",) if t % 4 else (),
+                              rewrite=f"rewrite c{c} {t}", tags={"domain": f"d{c % 2}"}))
+            history += [Message("user", f"c{c} question {t}"),
+                        Message("assistant", f"c{c} answer {t}")]
+    return tasks
+
+
+def test_interleaving_is_causal_complete_and_keeps_gold_passages() -> None:
+    original = _many_conversations()
+    by_question = {t.question: t for t in original}
+    last = {c: max(t.turn for t in original if t.conversation_id == c)
+            for c in {t.conversation_id for t in original}}
+    # the answer after a conversation's last question is not in the data
+    answer_of = {t.question: f"{t.conversation_id} answer {t.turn}" for t in original
+                 if t.turn < last[t.conversation_id]}
+    tasks = interleave_benchmark(build_conversations(original), threads=3, block=(2, 3), seed=4)
+    assert sorted(t.question for t in tasks) == sorted(by_question)
+    conversations = build_conversations(tasks)  # the transcripts are consistent
+    assert len(conversations) == 3
+    last_thread: dict[str, str] = {}
+    seen: dict[str, set[str]] = {}
+    for task in tasks:
+        src = by_question[task.question]
+        thread = task.tags["thread"]
+        assert thread == src.conversation_id and task.tags["thread_turn"] == str(src.turn)
+        assert task.relevant == src.relevant and task.rewrite == src.rewrite
+        assert task.tags["domain"] == src.tags["domain"]
+        # the history is exactly the session's earlier turns, each with its own answer
+        earlier = [t for t in tasks if t.conversation_id == task.conversation_id
+                   and t.turn < task.turn]
+        expected = [m for t in earlier for m in (
+            Message("user", t.question),
+            *([Message("assistant", answer_of[t.question])] if t.question in answer_of else []))]
+        assert list(task.history) == expected
+        assert all(by_question[t.question].turn < src.turn for t in earlier
+                   if t.tags["thread"] == thread), "each thread keeps its order"
+        threads_seen = seen.setdefault(task.conversation_id, set())
+        kind = ("first" if thread not in threads_seen
+                else "continue" if last_thread.get(task.conversation_id) == thread
+                else "return")
+        assert task.tags["kind"] == kind
+        threads_seen.add(thread)
+        last_thread[task.conversation_id] = thread
+    assert {t.tags["kind"] for t in tasks} == {"first", "continue", "return"}
+
+
+def test_interleaving_is_deterministic_per_seed() -> None:
+    convs = build_conversations(_many_conversations())
+
+    def order(seed: int) -> list[tuple[str, str]]:
+        return [(t.task_id, t.question)
+                for t in interleave_benchmark(convs, threads=3, block=(2, 4), seed=seed)]
+
+    assert order(1) == order(1)
+    assert order(1) != order(2)
+    with pytest.raises(ValueError, match="block"):
+        interleave_benchmark(convs, threads=3, block=(3, 2), seed=0)
+
+
+def test_interleave_command_writes_a_benchmark(tmp_path: Path) -> None:
+    src = tmp_path / "src"
+    write_kb(_kb(), src / "kb.jsonl")
+    write_tasks(_many_conversations(), src / "tasks.jsonl")
+    assert cli_main(["interleave", "--bench", str(src), "--out", str(tmp_path / "out"),
+                     "--threads", "2", "--seed", "3"]) == 0
+    bench = load_benchmark(tmp_path / "out")
+    assert len(bench.tasks) == len(_many_conversations()) and len(bench.kb) == len(_kb())
+    assert all("kind" in t.tags for t in bench.tasks)
+
+
+def test_thread_oracle_keeps_one_session_per_thread() -> None:
+    from benchmarks.dhrag_systems import ThreadOracleSystem
+
+    tasks = interleave_benchmark(build_conversations(_tasks("c1") + _tasks("c2")), threads=2,
+                                 block=(1, 1), seed=0)
+    ctx = _context(tasks)
+    ctx = BenchContext(kb=ctx.kb, embedder=ctx.embedder,
+                       threads={(t.conversation_id, t.turn): t.tags["thread"] for t in tasks})
+    oracle = ThreadOracleSystem("thread-oracle", ctx, Settings())
+    conv = build_conversations(tasks)[0]
+    oracle.start(conv.conversation_id)
+    for turn in conv.turns:
+        oracle.retrieve(turn.question, 3)
+        thread = turn.task.tags["thread"] if turn.task else ""
+        assert oracle.session.endswith(thread)
+        others = [t for t in oracle.engine.history.turns(oracle.session)
+                  if not t.query.startswith(thread)]
+        assert others == []
+        oracle.observe(turn.question, [], turn.answer)

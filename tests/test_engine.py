@@ -186,6 +186,20 @@ def test_real_conversation_topic_switch_and_return_selects_the_right_turns() -> 
     assert follow.history[0].turn.turn_id in ids["berlin_wall"]
 
 
+@pytest.mark.parametrize("on", [True, False])
+def test_use_integration_merges_history_passages_into_the_context(on: bool) -> None:
+    emb = HashingEmbedder()
+    rag = DHRAG(FaissKnowledgeBase(KB, emb), embedder=emb,
+                settings=Settings(use_integration=on))
+    care = Passage("Guinea pigs need vitamin C every day, from peppers or kale.", id="care")
+    sel = rag.select("u", "What do guinea pigs need every day?")
+    rag.record("u", sel.query, "Vitamin C.", passages=[care])
+    back = rag.select("u", "Which guinea pig vitamin every day?")
+    sources = {item.passage.key: item.source for item in back.context}
+    assert (sources.get("care") == "history") is on
+    assert on or set(sources.values()) == {"kb"}
+
+
 def test_text_only_passages_are_encoded_once_per_conversation() -> None:
     seen: list[str] = []
 

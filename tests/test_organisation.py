@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from dhrag_core import HashingEmbedder, HistoryDatabase, Settings
+from dhrag_core import FunctionEmbedder, HashingEmbedder, HistoryDatabase, Settings
 from dhrag_core.chains import ChainTracker, chain_length_stats
 from dhrag_core.clustering import TopicClusters, keyword_labels
 from dhrag_core.embedding import l2_normalise
@@ -157,7 +157,7 @@ def test_history_persists_cluster_and_chain_ids(tmp_path, clock: FakeClock) -> N
 
 def test_select_reports_why(clock: FakeClock) -> None:
     db = HistoryDatabase(embedder=HashingEmbedder(), clock=clock,
-                         settings=Settings(history_turns=3))
+                         settings=Settings(history_turns=3, use_chains=False))
     db.add("s", "What do guinea pigs eat?", ["Guinea pigs eat hay and vegetables."], "Hay.")
     db.add("s", "How do bonds pay interest?", ["Bonds pay coupons."], "Coupons.")
     picked = db.select("s", "Which vegetables are good for guinea pigs?")
@@ -171,19 +171,97 @@ def test_select_reports_why(clock: FakeClock) -> None:
     assert db.select("nobody", "anything") == []
 
 
-@pytest.mark.parametrize("switch", ["use_chains", "use_recency", "use_hierarchy"])
-def test_ablation_switches_change_the_candidates(switch: str, clock: FakeClock) -> None:
-    db = HistoryDatabase(embedder=HashingEmbedder(), clock=clock,
-                         settings=Settings(history_turns=5).with_(**{switch: False}))
-    for q in ["guinea pig diet", "bond interest", "kubernetes pods"]:
+GUINEA = [("What do guinea pigs eat?", "Guinea pigs eat hay, fresh vegetables and pellets."),
+          ("How much hay do guinea pigs need each day?", "Guinea pigs need unlimited hay.")]
+BONDS = [("How do government bonds pay interest?", "Bonds pay a fixed coupon twice a year."),
+         ("Are bond coupons taxed?", "Bond coupons are taxed as income.")]
+RETURN = "Which vegetables are safe for guinea pigs?"
+
+
+def _switch_and_return(settings: Settings, clock: FakeClock) -> HistoryDatabase:
+    db = HistoryDatabase(embedder=HashingEmbedder(), clock=clock, settings=settings)
+    for q, a in GUINEA + BONDS:
+        db.add("s", q, [a], a)
+    return db
+
+
+def test_a_return_to_an_earlier_thread_selects_that_thread_only(clock: FakeClock) -> None:
+    db = _switch_and_return(Settings(history_turns=3), clock)
+    picked = db.select("s", RETURN)
+    assert {p.turn.query for p in picked} == {q for q, _ in GUINEA}
+    latest = next(p for p in picked if p.turn.query == GUINEA[-1][0])
+    # recency counts turns of the thread: its latest turn is one turn old, not three
+    assert "recent" in latest.via and latest.recency == pytest.approx(2 ** (-1 / 4))
+    assert {p.chain_id for p in picked} == {picked[0].turn.chain_id}
+    # an elliptical follow-up stays in the thread of the turn before it
+    assert {p.turn.query for p in db.select("s", "And then?")} <= {q for q, _ in BONDS}
+
+
+def test_use_chains_off_selects_across_threads(clock: FakeClock) -> None:
+    db = _switch_and_return(Settings(history_turns=3, use_chains=False), clock)
+    picked = {p.turn.query: p for p in db.select("s", RETURN)}
+    assert BONDS[-1][0] in picked and "recent" in picked[BONDS[-1][0]].via
+
+
+def test_use_recency_off_weighs_by_relevance_alone(clock: FakeClock) -> None:
+    on = _switch_and_return(Settings(history_turns=3), clock).select("s", RETURN)
+    off = _switch_and_return(Settings(history_turns=3, use_recency=False), clock).select(
+        "s", RETURN)
+    assert all(p.weight == pytest.approx(p.relevance) for p in off)
+    assert any(p.weight != pytest.approx(p.relevance) for p in on)
+    # the candidates are the same turns: only their weights changed
+    assert {p.turn.query for p in on} == {p.turn.query for p in off}
+
+
+def _fixed_embedder(table: dict[str, np.ndarray]) -> FunctionEmbedder:
+    return FunctionEmbedder(lambda texts: [table.get(t, unit(0, 0, 0, 0, 0, 0, 1))
+                                           for t in texts], DIM)
+
+
+def test_a_follow_up_joins_the_thread_its_query_continues(clock: FakeClock) -> None:
+    a, other = unit(1), unit(0, 0, 1)
+    table = {"first question": a, "first answer": a, "follow-up": unit(1, 1.1),
+             "answer about something else": other}
+
+    def chain_of_follow_up(link: float | None) -> bool:
+        db = HistoryDatabase(embedder=_fixed_embedder(table), clock=clock,
+                             settings=Settings(thread_link=link))
+        first = db.add("s", "first question", [], "first answer").turn
+        follow = db.add("s", "follow-up", [], "answer about something else").turn
+        return first.chain_id == follow.chain_id
+
+    # its topic vector (query pulled toward an unrelated answer) alone would start a chain
+    assert not chain_of_follow_up(None)
+    assert chain_of_follow_up(0.3)
+
+
+def _many_topics(settings: Settings, clock: FakeClock) -> HistoryDatabase:
+    rng = np.random.default_rng(7)
+    table = {}
+    db = HistoryDatabase(embedder=_fixed_embedder(table), clock=clock, settings=settings)
+    for i in range(40):
+        q = f"q{i}"
+        table[q] = noisy(unit(*([0.0] * (i % 8) + [1.0])), rng, 0.2)
         db.add("s", q, [], "")
-    vias = {v for s in db.select("s", "guinea pig") for v in s.via}
-    if switch == "use_chains":
-        assert "chain" not in vias
-    elif switch == "use_recency":
-        assert "recent" not in vias
+    table["query"] = unit(0, 0, 1)
+    return db
+
+
+@pytest.mark.parametrize("switch", ["use_hierarchy", "use_clustering"])
+def test_tree_switches_change_what_matching_compares(switch: str, clock: FakeClock) -> None:
+    base = Settings(min_tree_turns=16, tree_clusters=2, tree_summaries=2, tree_turns=4,
+                    use_chains=False)
+    counts = []
+    for on in (True, False):
+        db = _many_topics(base.with_(**{switch: on}), clock)
+        before = db.stats("s")["comparisons"]
+        db.select("s", "query")
+        counts.append(db.stats("s")["comparisons"] - before)
+    assert counts[0] != counts[1]
+    if switch == "use_hierarchy":
+        assert counts[1] == 40  # flat: every turn
     else:
-        assert "hierarchy" in vias  # flat scan still labelled as the tree's turn layer
+        assert counts[1] > 0
 
 
 def test_chain_removal_keeps_turn_order_and_the_latest_turn() -> None:
