@@ -67,6 +67,9 @@ class Settings:
         thread_link: A new turn joins the thread chosen for its query when the query matched
             that thread this well (else it links by its topic vector, ``chain_threshold``);
             ``None`` links by topic vector only.
+        thread_switch: Leaving the thread of the latest turn for another needs a relevance of
+            at least this to the other thread (a new topic, matching nothing well, stays put);
+            ``None``: the best thread score decides alone.
         use_clustering: Match through topic clusters (off: every summary node is scored).
         use_hierarchy: Beam search cluster -> summary -> turn (off: scan every turn).
         use_chains: Select inside the thread T* with thread-local recency (off: select over
@@ -108,7 +111,7 @@ class Settings:
     thread_recency: float = 0.1
     thread_half_life: float = 2.0
     thread_link: float | None = 0.3
-    thread_switch: float | None = None
+    thread_switch: float | None = 0.2
     use_clustering: bool = True
     use_hierarchy: bool = True
     use_chains: bool = True
@@ -139,8 +142,9 @@ class Settings:
         _check_range("answer_bonus", self.answer_bonus, -10.0, 10.0)
         _check_range("thread_recency", self.thread_recency, 0.0, 10.0)
         _check_range("thread_half_life", self.thread_half_life, 1e-9, math.inf)
-        if self.thread_link is not None:
-            _check_range("thread_link", self.thread_link, -1.0, 1.0)
+        for name in ("thread_link", "thread_switch"):
+            if getattr(self, name) is not None:
+                _check_range(name, getattr(self, name), -1.0, 1.0)
         _check_range("temperature", self.temperature, 1e-6, 100.0)
         if self.relevance_contrast is not None:
             _check_range("relevance_contrast", self.relevance_contrast, 1e-6, 100.0)
