@@ -16,7 +16,7 @@ from dhrag_core.embedding import MiniLMEmbedder
 from dhrag_core.engine import DHRAG
 from dhrag_core.records import Selection
 from dhrag_core.settings import Settings
-from dhrag_core.store import open_store
+from dhrag_core.store import open_store, redact_dsn
 
 __all__ = ["main"]
 
@@ -70,7 +70,7 @@ def run_demo(args: argparse.Namespace) -> int:
     session = "demo"
     rag.reset(session)
     out.write(f"dhrag demo: {len(kb)} Wikipedia passages (MTRAG ClapNQ), all-MiniLM-L6-v2 "
-              f"offline, FAISS; history store: {args.store}\n")
+              f"offline, FAISS; history store: {redact_dsn(args.store)}\n")
     tops: list[tuple[str, str, str]] = []
     for n, question in enumerate(DEMO_TURNS, 1):
         sel = rag.select(session, question)

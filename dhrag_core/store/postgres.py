@@ -9,13 +9,12 @@ into ``StaleSessionError`` (``HistoryDatabase.add`` reloads and retries).
 from __future__ import annotations
 
 import os
-import re
 import threading
 from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, TypeVar
-from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 from dhrag_core.records import Turn
+from dhrag_core.redact import redact_url, url_secrets
 from dhrag_core.store.base import (
     DELETE,
     LOG_KEEP,
@@ -102,44 +101,10 @@ class StoreUnavailableError(RuntimeError, ConnectionError):
     """The database cannot be reached (bad DSN, server down or restarting); safe to retry."""
 
 
-_KV_PASSWORD = re.compile(r"(\bpassword\s*=\s*)('(?:[^'\\]|\\.)*'|\S+)", re.IGNORECASE)
-
-
 def redact_dsn(dsn: str) -> str:
-    """The DSN with any password replaced by ``***`` (URL or ``key=value`` form)."""
-    if "://" not in dsn:
-        return _KV_PASSWORD.sub(r"\1***", dsn)
-    try:
-        parts = urlsplit(dsn)
-    except ValueError:
-        return re.sub(r"//[^@/]*@", "//***@", dsn)
-    netloc = parts.netloc
-    if "@" in netloc:
-        userinfo, host = netloc.rsplit("@", 1)
-        if ":" in userinfo:
-            userinfo = userinfo.split(":", 1)[0] + ":***"
-        netloc = f"{userinfo}@{host}"
-    query = parts.query
-    if query:
-        pairs = parse_qsl(query, keep_blank_values=True)
-        if any(k.lower() == "password" for k, _ in pairs):
-            query = urlencode([(k, "***" if k.lower() == "password" else v) for k, v in pairs],
-                              safe="*")
-    return urlunsplit((parts.scheme, netloc, parts.path, query, parts.fragment))
-
-
-def _password(dsn: str) -> str | None:
-    if "://" in dsn:
-        try:
-            parts = urlsplit(dsn)
-        except ValueError:
-            return None
-        for k, v in parse_qsl(parts.query):
-            if k.lower() == "password":
-                return v
-        return parts.password
-    m = _KV_PASSWORD.search(dsn)
-    return m.group(2).strip("'") if m else None
+    """The DSN with any password replaced by ``***`` (URL or ``key=value`` form; a password
+    holding ``#``, ``?`` or ``/`` included)."""
+    return redact_url(dsn)
 
 
 def _import_psycopg() -> None:
@@ -201,8 +166,9 @@ class PostgresStore:
     # -- connections -----------------------------------------------------------------------
 
     def _scrub(self, text: str) -> str:
-        secret = _password(self.dsn)
-        return text.replace(secret, "***") if secret else text
+        for secret in url_secrets(self.dsn):
+            text = text.replace(secret, "***")
+        return text
 
     def _unavailable(self, exc: BaseException, what: str = "") -> StoreUnavailableError:
         reason = self._scrub(str(exc).strip() or type(exc).__name__)
