@@ -150,6 +150,8 @@ def _jsonl_passages(path: Path) -> list[Passage]:
                 row: Any = json.loads(line)
             except json.JSONDecodeError as exc:
                 raise ValueError(f"{where}: invalid JSON ({exc.msg})") from None
+            except RecursionError:
+                raise ValueError(f"{where}: JSON nested too deeply to read") from None
             if not isinstance(row, dict):
                 raise ValueError(f"{where}: expected an object with 'id' and 'text'")
             pid, text, title = row.get("id"), row.get("text"), row.get("title", "")
@@ -257,17 +259,17 @@ def embed_cached(
     check = path.with_suffix(".sha256")
     if path.is_file():
         try:
-            cached = np.load(path, allow_pickle=False)
-            if cached.shape != expected:
-                log.warning("ignoring cache %s: shape %s, expected %s", path, cached.shape,
-                            expected)
+            shape = _npy_shape(path)
+            cached = np.load(path, allow_pickle=False) if shape == expected else None
+            if cached is None:
+                log.warning("ignoring cache %s: shape %s, expected %s", path, shape, expected)
             elif not check.is_file() or check.read_text().strip() != _checksum(cached):
                 log.warning("ignoring cache %s: its checksum does not match (damaged file)", path)
             else:
                 log.info("knowledge base vectors from cache %s", path)
                 out: Vector = cached.astype(np.float32, copy=False)
                 return out
-        except (OSError, ValueError) as exc:
+        except (OSError, ValueError, MemoryError) as exc:
             log.warning("ignoring unreadable cache %s: %s", path, exc)
     t0 = time.perf_counter()
     show = sys.stderr.isatty() if progress is None else progress
@@ -295,6 +297,17 @@ def embed_cached(
     except OSError as exc:
         log.warning("could not cache knowledge base vectors in %s: %s", folder, exc)
     return vectors
+
+
+def _npy_shape(path: Path) -> tuple[int, ...]:
+    """The array shape a ``.npy`` header claims, read without loading the data (a damaged
+    header may claim terabytes)."""
+    with path.open("rb") as f:
+        version = np.lib.format.read_magic(f)
+        read = (np.lib.format.read_array_header_1_0 if version == (1, 0)
+                else np.lib.format.read_array_header_2_0)
+        shape, _, _ = read(f)
+    return tuple(int(n) for n in shape)
 
 
 def _checksum(vectors: np.ndarray) -> str:

@@ -204,6 +204,26 @@ def test_a_damaged_cache_of_the_right_shape_is_not_used(tmp_path: Path) -> None:
     assert reread.encoded == 0  # the rebuilt cache is trusted again
 
 
+def test_deeply_nested_jsonl_line_is_a_line_numbered_error(tmp_path: Path) -> None:
+    path = tmp_path / "deep.jsonl"
+    path.write_text('{"id": "a", "text": "ok"}\n' + "[" * 200_000 + "]" * 200_000 + "\n")
+    with pytest.raises(ValueError, match=rf"{re.escape(str(path))}:2: .*nested too deeply"):
+        load_passages(path)
+
+
+def test_cache_file_whose_header_claims_a_huge_array_is_rebuilt(tmp_path: Path) -> None:
+    """A 64-byte .npy claiming shape (10**9, 256) raised MemoryError instead of being ignored."""
+    cache = tmp_path / "vectors"
+    first = embed_cached(["a", "b"], CountingEmbedder(), cache_dir=cache, progress=False)
+    [path] = cache.glob("*.npy")
+    with path.open("wb") as f:
+        np.lib.format.write_array_header_1_0(
+            f, {"descr": "<f4", "fortran_order": False, "shape": (10**9, 256)})
+    again = CountingEmbedder()
+    vec = embed_cached(["a", "b"], again, cache_dir=cache, progress=False)
+    assert again.encoded == 2 and np.array_equal(vec, first)
+
+
 # -- the chat command ----------------------------------------------------------------------
 
 
