@@ -293,7 +293,7 @@ def chat_loop(
             try:
                 _, reply = session.ask(line)
                 out = render(reply)
-            except (TypeError, ValueError) as exc:
+            except (TypeError, ValueError, OSError) as exc:  # OSError: the store failed
                 out = f"error: {exc}"
         stdout.write(out + "\n")
         stdout.flush()

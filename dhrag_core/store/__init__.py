@@ -5,9 +5,10 @@ from dhrag_core.store.base import (
     HistoryStore,
     IncrementalStore,
     StaleSessionError,
+    StoreUnavailableError,
 )
 from dhrag_core.store.memory import MemoryStore
-from dhrag_core.store.postgres import PostgresStore, StoreUnavailableError, redact_dsn
+from dhrag_core.store.postgres import PostgresStore, redact_dsn
 from dhrag_core.store.sqlite import SQLiteStore
 
 __all__ = [

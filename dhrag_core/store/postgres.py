@@ -22,6 +22,7 @@ from dhrag_core.store.base import (
     RESET,
     UPSERT,
     StaleSessionError,
+    StoreUnavailableError,
     check_owned,
     in_log,
     net_changes,
@@ -95,10 +96,6 @@ _LOAD = (
 )
 
 T = TypeVar("T")
-
-
-class StoreUnavailableError(RuntimeError, ConnectionError):
-    """The database cannot be reached (bad DSN, server down or restarting); safe to retry."""
 
 
 def redact_dsn(dsn: str) -> str:
