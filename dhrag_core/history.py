@@ -15,6 +15,7 @@ import random
 import threading
 import time
 import uuid
+from collections import OrderedDict
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
@@ -186,22 +187,40 @@ class HistoryDatabase:
         )
         self.clock = clock
         self.summariser: Summariser = summariser or ExtractiveSummariser()
-        self._sessions: dict[str, _Session] = {}
+        self._sessions: OrderedDict[str, _Session] = OrderedDict()  # least recently used first
         self._lock = threading.Lock()
 
     # -- session cache -------------------------------------------------------------------
 
     def _session(self, session_id: str) -> _Session:
-        """The session's derived state, reloaded if the store changed under it."""
+        """The session's derived state, reloaded if the store changed under it.
+
+        At most ``Settings.max_sessions_in_memory`` sessions stay in memory (least recently
+        used dropped first); a session with no stored turn is not kept, so reading unknown
+        session ids allocates nothing lasting.
+        """
         with self._lock:
             s = self._sessions.get(session_id)
-            if s is None:
-                s = self._sessions[session_id] = _Session(self.embedder.dimension, self.settings)
-                s.version = -1
+            if s is not None:
+                self._sessions.move_to_end(session_id)
+        if s is None:
+            s = _Session(self.embedder.dimension, self.settings)
+            s.version = -1
         with s.lock:
             if s.version != self.store.version(session_id) and not self._catch_up(session_id, s):
                 self._reload(session_id, s)
+            if s.turns:
+                self._keep(session_id, s)
         return s
+
+    def _keep(self, session_id: str, s: _Session) -> None:
+        """Cache ``s`` (unless the session is cached already) within the bound."""
+        with self._lock:
+            if session_id in self._sessions:
+                return
+            self._sessions[session_id] = s
+            while len(self._sessions) > self.settings.max_sessions_in_memory:
+                self._sessions.popitem(last=False)
 
     def _catch_up(self, session_id: str, s: _Session) -> bool:
         """Apply only what another process changed since ``s.version`` (stores with a change
@@ -333,6 +352,7 @@ class HistoryDatabase:
                         result = self._add_locked(
                             session_id, s, query, items, response, meta, qv, rv, pv, timestamp
                         )
+                        self._keep(session_id, s)
                     except StaleSessionError:
                         # reloaded already; retry against the fresh state, after a jittered
                         # pause so that writers in other processes stop colliding in step
@@ -674,6 +694,8 @@ class HistoryDatabase:
         with s.lock:
             self.store.delete_session(session_id)
             self._reload(session_id, s)
+        with self._lock:
+            self._sessions.pop(session_id, None)
 
     def close(self) -> None:
         self.store.close()

@@ -265,3 +265,55 @@ def test_threads_on_many_sessions_lose_nothing_and_leak_nothing(
     for u in range(6):
         indexes = [t.index for t in db.turns(f"user{u}")]
         assert indexes == list(range(40)), "every turn kept, numbered in order"
+
+
+# -- bounded in-memory sessions (issue 18, item 3) ---------------------------------------
+
+
+def test_sessions_in_memory_are_bounded_and_reloaded_from_the_store(tmp_path: Path) -> None:
+    db = HistoryDatabase(embedder=HashingEmbedder(64), store=f"sqlite:///{tmp_path / 'h.db'}",
+                         settings=Settings(max_sessions_in_memory=8))
+    for round_ in range(2):
+        for i in range(40):
+            db.add(f"user{i}", f"question {round_} of user {i}", [f"passage {i}"], "answer")
+            assert len(db._sessions) <= 8
+    assert list(db._sessions) == [f"user{i}" for i in range(32, 40)]  # least recently used out
+    for i in range(40):  # evicted sessions come back whole from the store
+        assert [t.query for t in db.turns(f"user{i}")] == [
+            f"question 0 of user {i}", f"question 1 of user {i}"]
+        assert db.select(f"user{i}", "question")[0].turn.session_id == f"user{i}"
+    db.close()
+
+
+def test_reading_unknown_sessions_allocates_nothing_lasting() -> None:
+    import tracemalloc
+
+    db = HistoryDatabase(embedder=HashingEmbedder(64))
+    db.add("known", "How long is the wall?", ["21,196 km"], "21,196 km.")
+    db.select("probe", "warm up")
+    tracemalloc.start()
+    base = tracemalloc.get_traced_memory()[0]
+    for i in range(2_000):
+        assert db.select(f"stranger{i}", "anything?") == []
+        assert db.search(f"stranger{i}", "anything?") == [] and db.size(f"stranger{i}") == 0
+    grown = tracemalloc.get_traced_memory()[0] - base
+    tracemalloc.stop()
+    assert list(db._sessions) == ["known"] and db.store.sessions() == ["known"]
+    assert grown < 200_000, f"{grown:,} bytes kept after 2,000 reads of unknown sessions"
+
+
+def test_deleting_sessions_frees_their_memory() -> None:
+    db = HistoryDatabase(embedder=HashingEmbedder(64))
+    for i in range(50):
+        db.add(f"u{i}", "What is the capital of France?", ["Paris"], "Paris.")
+    assert len(db._sessions) == 50
+    for i in range(50):
+        db.delete_session(f"u{i}")
+    assert not db._sessions and db.store.sessions() == []
+
+
+def test_max_sessions_in_memory_is_validated() -> None:
+    with pytest.raises(ValueError, match="max_sessions_in_memory"):
+        Settings(max_sessions_in_memory=0)
+    with pytest.raises(TypeError, match="max_sessions_in_memory"):
+        Settings(max_sessions_in_memory=2.5)  # type: ignore[arg-type]
