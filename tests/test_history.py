@@ -317,3 +317,17 @@ def test_max_sessions_in_memory_is_validated() -> None:
         Settings(max_sessions_in_memory=0)
     with pytest.raises(TypeError, match="max_sessions_in_memory"):
         Settings(max_sessions_in_memory=2.5)  # type: ignore[arg-type]
+
+
+def test_many_sessions_benchmark_stays_within_the_bound(tmp_path: Path) -> None:
+    import json
+
+    from benchmarks.many_sessions import main
+
+    out = tmp_path / "many.json"
+    assert main(["--sessions", "1200", "--turns", "2", "--group", "50", "--bound", "40",
+                 "--json", str(out)]) == 0
+    result = json.loads(out.read_text())
+    assert result["stored_sessions"] == 1200 and result["embedder"] == "HashingEmbedder"
+    assert all(r["in_memory"] <= 40 for r in result["checkpoints"])
+    assert [r["sessions"] for r in result["checkpoints"]] == [1000, 1200]
