@@ -15,7 +15,7 @@ import io
 import logging
 import os
 import sys
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TextIO
@@ -38,6 +38,7 @@ __all__ = [
     "add_chat_arguments",
     "chat_loop",
     "default_store_url",
+    "forget_lines",
     "run_chat",
 ]
 
@@ -251,39 +252,72 @@ def _lines(stdin: TextIO, stdout: TextIO, interactive: bool) -> Iterator[str]:
             yield line.rstrip("\n")
 
 
+def _history_file() -> Path:
+    """The line-editing history of ``dhrag chat`` (next to the default store)."""
+    return Path(default_store_url().removeprefix("sqlite:///")).with_name("chat_history")
+
+
+def _save_history() -> None:
+    try:
+        import readline
+    except ImportError:  # pragma: no cover - not on every platform
+        return
+    path = _history_file()
+    with contextlib.suppress(OSError):
+        path.parent.mkdir(parents=True, exist_ok=True)
+        readline.set_history_length(1000)
+        readline.write_history_file(path)
+
+
 def _readline_history() -> None:
     try:
         import readline
     except ImportError:  # pragma: no cover - not on every platform
         return
-    path = Path(default_store_url().removeprefix("sqlite:///")).with_name("chat_history")
     with contextlib.suppress(OSError):
-        readline.read_history_file(path)
+        readline.read_history_file(_history_file())
+    atexit.register(_save_history)
 
-    def save() -> None:
-        with contextlib.suppress(OSError):
-            path.parent.mkdir(parents=True, exist_ok=True)
-            readline.set_history_length(1000)
-            readline.write_history_file(path)
 
-    atexit.register(save)
+def forget_lines(lines: Iterable[str]) -> int:
+    """Remove ``lines`` from the line-editing history, in memory and in its file (after
+    ``/reset``, what was typed must not stay behind); the number of entries removed."""
+    try:
+        import readline
+    except ImportError:  # pragma: no cover - not on every platform
+        return 0
+    drop = {line.strip() for line in lines if line.strip()}
+    removed = 0
+    for pos in range(readline.get_current_history_length() - 1, -1, -1):
+        item = readline.get_history_item(pos + 1)  # 1-based, unlike remove_history_item
+        if item is not None and item.strip() in drop:
+            readline.remove_history_item(pos)
+            removed += 1
+    _save_history()
+    return removed
 
 
 def chat_loop(
     session: ChatSession, stdin: TextIO, stdout: TextIO, *, interactive: bool = False
 ) -> int:
     """Read questions and commands until ``/quit`` or end of input; 0 when done."""
+    typed: list[str] = []  # this session's lines, forgotten by /reset
     for raw in _lines(stdin, stdout, interactive):
         line = raw.strip()
         if not line:
             continue
+        typed.append(line)
         command = line.split()[0].lower() if line.startswith("/") else None
         if command in ("/quit", "/exit"):
             break
         if command == "/trace":
             out = session.trace()
         elif command == "/reset":
+            asked = [t.query for t in session.rag.history.turns(session.session_id)]
             out = f"forgot session {session.session_id!r} ({session.reset()} turns)"
+            if interactive:
+                forget_lines(asked + typed)
+            typed = []
         elif command == "/save":
             out = session.where()
         elif command is not None:

@@ -439,3 +439,71 @@ def test_chat_with_minilm(tmp_path: Path, kb: Path) -> None:
     assert "Great Wall" in answers[0] and "21,196 km" in answers[1]
     assert out.count("source: [great_wall.md] great_wall.md#0") == 2
     assert "1. weight=" in out and "kb [great_wall.md]" in block(out, "trace of")
+
+
+def interactive(tmp_path: Path, kb: Path, steps: list[tuple[bytes, bytes]],
+                *args: str) -> bytes:
+    """Drive ``dhrag chat`` on a pseudo-terminal: send each line, wait for its text; Ctrl-D."""
+    pty = pytest.importorskip("pty")
+    import select
+    import time
+
+    env = {"PATH": os.environ.get("PATH", ""), "HOME": str(tmp_path), "TERM": "dumb",
+           "DHRAG_CACHE": str(tmp_path / "cache"), "XDG_DATA_HOME": str(tmp_path / "data")}
+    main_fd, sub_fd = pty.openpty()
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "dhrag_core.cli", "chat", "--kb", str(kb), "--embedder",
+         "hashing", *args],
+        stdin=sub_fd, stdout=sub_fd, stderr=sub_fd, env=env, cwd=REPO, close_fds=True,
+        start_new_session=True)
+    os.close(sub_fd)
+    seen = b""
+
+    def expect(text: bytes, seconds: float = 30) -> None:
+        nonlocal seen
+        deadline = time.monotonic() + seconds
+        while text not in seen and time.monotonic() < deadline:
+            if select.select([main_fd], [], [], 0.1)[0]:
+                try:
+                    data = os.read(main_fd, 4096)
+                except OSError:
+                    data = b""
+                if not data:
+                    break
+                seen += data
+        assert text in seen, seen.decode(errors="replace")
+
+    try:
+        expect(b"you> ")
+        for line, wait in steps:
+            os.write(main_fd, line + b"\r")
+            expect(wait)
+            expect(b"you> ")
+        for attempt in range(5):
+            time.sleep(0.3)
+            os.write(main_fd, b"\x04")
+            try:
+                expect(b"bye", 2)
+                break
+            except AssertionError:
+                if attempt == 4:
+                    raise
+        assert proc.wait(timeout=30) == 0
+    finally:
+        proc.kill()
+        os.close(main_fd)
+    return seen
+
+
+def test_reset_forgets_the_typed_questions_in_the_line_history(tmp_path: Path, kb: Path) -> None:
+    """After /reset, no question of the session stays in the shared line-editing history,
+    neither from this process nor from an earlier one (issue 18, item 9)."""
+    store = ["--store", f"sqlite:///{tmp_path / 'chat.db'}"]
+    history = tmp_path / "data" / "dhrag" / "chat_history"
+    interactive(tmp_path, kb, [(b"Where do guinea pigs sleep zebra?", b"[guinea_pigs.txt]")],
+                *store)
+    assert "zebra" in history.read_text()
+    interactive(tmp_path, kb, [(b"How long is the Great Wall okapi?", b"dhrag>"),
+                               (b"/reset", b"forgot session")], *store)
+    text = history.read_text()
+    assert "zebra" not in text and "okapi" not in text

@@ -19,7 +19,6 @@ from dhrag_core.store.base import (
     DELETE,
     LOG_KEEP,
     MARK,
-    RESET,
     UPSERT,
     StaleSessionError,
     StoreUnavailableError,
@@ -308,19 +307,27 @@ class PostgresStore:
             committing = False
             try:
                 # pipelined: lock + read, then all writes, then COMMIT -- three round trips
+                # (a new session: two more)
                 with conn.pipeline(), conn.transaction():
-                    conn.execute(
-                        "INSERT INTO dhrag_sessions VALUES (%s, 0) ON CONFLICT DO NOTHING",
-                        (session_id,),
-                    )
-                    row = conn.execute(
-                        "SELECT version FROM dhrag_sessions WHERE session_id = %s FOR UPDATE",
-                        (session_id,),
-                    ).fetchone()
-                    assert row is not None
-                    if expected_version is not None and int(row[0]) != expected_version:
+                    lock = "SELECT version FROM dhrag_sessions WHERE session_id = %s FOR UPDATE"
+                    row = conn.execute(lock, (session_id,)).fetchone()
+                    created = None
+                    if row is None:
+                        # a new session starts above every deleted one's versions; read in a
+                        # statement after the lock, so a deletion that just committed is seen
+                        created = conn.execute(
+                            "INSERT INTO dhrag_sessions SELECT %s, COALESCE((SELECT "
+                            "value::bigint FROM dhrag_meta WHERE key = 'version_floor'), 0) "
+                            "ON CONFLICT DO NOTHING RETURNING version",
+                            (session_id,),
+                        ).fetchone()
+                        row = conn.execute(lock, (session_id,)).fetchone()
+                    if row is None:
+                        raise StaleSessionError(f"session {session_id!r} was deleted meanwhile")
+                    current = 0 if created is not None else int(row[0])
+                    if expected_version is not None and current != expected_version:
                         raise StaleSessionError(
-                            f"session {session_id!r} is at version {row[0]}, "
+                            f"session {session_id!r} is at version {current}, "
                             f"expected {expected_version}"
                         )
                     version = int(row[0]) + 1
@@ -402,20 +409,23 @@ class PostgresStore:
         return self._run(read, idempotent=True)
 
     def delete_session(self, session_id: str) -> None:
+        """Remove every row naming the session (turns, state, version, change log); the
+        store's ``version_floor`` rises above its versions (see ``SQLiteStore``)."""
         def write(conn: Connection[Any]) -> None:
             with conn.transaction():
-                conn.execute("DELETE FROM dhrag_turns WHERE session_id = %s", (session_id,))
-                conn.execute("DELETE FROM dhrag_state WHERE session_id = %s", (session_id,))
-                conn.execute("DELETE FROM dhrag_log WHERE session_id = %s", (session_id,))
-                # the version survives, so caches elsewhere see the deletion as a change
                 row = conn.execute(
-                    "UPDATE dhrag_sessions SET version = version + 1 WHERE session_id = %s "
-                    "RETURNING version",
+                    "DELETE FROM dhrag_sessions WHERE session_id = %s RETURNING version",
                     (session_id,),
                 ).fetchone()
                 if row is not None:
-                    conn.execute("INSERT INTO dhrag_log VALUES (%s, %s, '', %s)",
-                                 (session_id, int(row[0]), RESET))
+                    conn.execute(
+                        "INSERT INTO dhrag_meta VALUES ('version_floor', %s) ON CONFLICT (key) "
+                        "DO UPDATE SET value = GREATEST(dhrag_meta.value::bigint, "
+                        "EXCLUDED.value::bigint)::text",
+                        (str(int(row[0]) + 1),),
+                    )
+                for table in ("dhrag_turns", "dhrag_state", "dhrag_log"):
+                    conn.execute(f"DELETE FROM {table} WHERE session_id = %s", (session_id,))
 
         self._run(write, idempotent=True)
 

@@ -14,7 +14,6 @@ from dhrag_core.store.base import (
     DELETE,
     LOG_KEEP,
     MARK,
-    RESET,
     UPSERT,
     CorruptStoreError,
     StaleSessionError,
@@ -297,9 +296,9 @@ class SQLiteStore:
                         (session_id, key, bytes(value)),
                     )
                 c.execute(
-                    "INSERT INTO dhrag_sessions VALUES (?, 1) ON CONFLICT(session_id) "
+                    "INSERT INTO dhrag_sessions VALUES (?, ?) ON CONFLICT(session_id) "
                     "DO UPDATE SET version = version + 1",
-                    (session_id,),
+                    (session_id, self._floor() + 1 if current == 0 else 1),
                 )
                 new_version = self._version(session_id)
                 self._log(session_id, new_version,
@@ -359,26 +358,32 @@ class SQLiteStore:
         return None if row is None else bytes(row[0])
 
     def delete_session(self, session_id: str) -> None:
+        """Remove every row naming the session (turns, state, version, change log).
+
+        The session's version is not kept; instead the store's ``version_floor`` rises above
+        it, so a re-created session starts at versions no cache can hold from before.
+        """
         self._writable()
         with self._lock, self._guard():
             c = self._conn
             c.execute("BEGIN IMMEDIATE")
             try:
-                for table in ("dhrag_turns", "dhrag_state"):
-                    c.execute(f"DELETE FROM {table} WHERE session_id=?", (session_id,))
-                # the version survives, so caches elsewhere see the deletion as a change
-                c.execute(
-                    "UPDATE dhrag_sessions SET version = version + 1 WHERE session_id=?",
-                    (session_id,),
-                )
                 version = self._version(session_id)
-                c.execute("DELETE FROM dhrag_log WHERE session_id=?", (session_id,))
+                for table in ("dhrag_turns", "dhrag_state", "dhrag_log", "dhrag_sessions"):
+                    c.execute(f"DELETE FROM {table} WHERE session_id=?", (session_id,))
                 if version:
-                    self._log(session_id, version, [("", RESET)])
+                    # +1 leaves a gap no change log covers: caches reload, never catch up
+                    c.execute("INSERT OR REPLACE INTO dhrag_meta VALUES ('version_floor', ?)",
+                              (str(max(self._floor(), version + 1)),))
                 c.execute("COMMIT")
             except BaseException:
                 self._end(False)
                 raise
+
+    def _floor(self) -> int:
+        row = self._conn.execute(
+            "SELECT value FROM dhrag_meta WHERE key='version_floor'").fetchone()
+        return 0 if row is None else int(row[0])
 
     def sessions(self) -> list[str]:
         with self._lock, self._guard():
