@@ -57,6 +57,11 @@ ALLOWED = {
     ("dhrag chat (stdin line)", "lone surrogate"): "a terminal sends bytes: U+FFFD",
     ("LC DHRAGRetriever.invoke(session_id)", "None"): "None = not given: default session",
 }
+#: doors where text that cannot be stored as is is cleaned (and said so), not refused: a
+#: passage a retriever returned must not cost the turn
+CLEANING_DOORS = {"HistoryDatabase.add(passages=[x])"}
+for _name in ("lone surrogate", "NUL character", "10 MB string"):
+    ALLOWED[("HistoryDatabase.add(passages=[x])", _name)] = "cleaned, the turn kept"
 #: inputs that are fine where empty text is allowed (responses, passages)
 EMPTY_INPUTS = {"empty string", "whitespace only"}
 
@@ -72,7 +77,7 @@ DOCS = {
 class Outcome:
     door: str
     input: str
-    outcome: str  # rejected / stored as text / read as text / BUG
+    outcome: str  # rejected / stored as text / read as text / cleaned / BUG
     detail: str
 
     @property
@@ -156,6 +161,11 @@ def _judge(world: World, door: str, name: str, value: Any, kind: str,
         return Outcome(door, name, "read as text", "")
     added = _texts_of(after) - _texts_of(before)
     if isinstance(value, str) and value.strip() and value not in _texts_of(after):
+        from dhrag_core.validation import clean_text
+
+        cleaned, notes = clean_text(value, world.db.settings.max_text_chars)
+        if door in CLEANING_DOORS and notes and cleaned in added:
+            return Outcome(door, name, "cleaned", "; ".join(notes))
         return Outcome(door, name, "BUG", f"stored text differs from the input ({len(added)})")
     return Outcome(door, name, "stored as text", "")
 
@@ -401,7 +411,8 @@ def markdown(results: list[Outcome]) -> str:
     doors = list(dict.fromkeys(r.door for r in results if r.input in INPUTS))
     cell = {(r.door, r.input): r for r in results}
     short = {"rejected": "rejected", "stored as text": "text", "read as text": "text",
-             "ignored": "skipped", "default session": "default", "BUG": "**BUG**"}
+             "ignored": "skipped", "default session": "default", "cleaned": "cleaned",
+             "BUG": "**BUG**"}
     lines = [
         "# Hostile input: every public door x every input",
         "",
@@ -411,7 +422,9 @@ def markdown(results: list[Outcome]) -> str:
         "**text**: handled as ordinary text (stored exactly as given, or read), no other "
         "session changed, earlier turns untouched. **skipped**: accepted, nothing to store (a "
         "blank message). **default**: `None` means \"not given\": the default session. "
-        "**BUG**: anything else.",
+        "**cleaned**: a passage stored with NULs removed, lone surrogates replaced or cut to "
+        "the limit, noted in its metadata and the trace (a retrieved passage never costs the "
+        "turn). **BUG**: anything else.",
         "",
         "| door | " + " | ".join(inputs) + " |",
         "|---|" + "---|" * len(inputs),

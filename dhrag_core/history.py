@@ -9,7 +9,6 @@ one store transaction.
 from __future__ import annotations
 
 import heapq
-import json
 import logging
 import random
 import threading
@@ -33,7 +32,14 @@ from dhrag_core.settings import Settings
 from dhrag_core.store import HistoryStore, StaleSessionError, open_store
 from dhrag_core.summaries import ExtractiveSummariser, Summariser
 from dhrag_core.timing import StageTimer
-from dhrag_core.validation import check_k, check_session_id, check_text
+from dhrag_core.validation import (
+    CLEANED_KEY,
+    check_k,
+    check_metadata,
+    check_session_id,
+    check_text,
+    clean_passage,
+)
 
 __all__ = ["AddResult", "HistoryDatabase", "PassageHit"]
 
@@ -268,21 +274,28 @@ class HistoryDatabase:
     # -- inputs ----------------------------------------------------------------------------
 
     def _passages(self, passages: Any) -> list[Passage]:
+        """The passages, cleaned to what every store can keep (``clean_passage``): a passage
+        a retriever returned never costs the turn."""
         if passages is None:
             return []
         if isinstance(passages, (str, bytes, Passage)):
             raise TypeError("passages must be a list of str or Passage, not a single item")
         out: list[Passage] = []
         for i, p in enumerate(passages):
-            if isinstance(p, Passage):
-                check_text(f"passages[{i}].text", p.text, max_chars=self.settings.max_text_chars,
-                           allow_empty=True)
-                out.append(p)
-            else:
+            if not isinstance(p, Passage):
                 # retrievers do return empty documents; storing one is harmless
-                text = check_text(f"passages[{i}]", p, max_chars=self.settings.max_text_chars,
-                                  allow_empty=True)
-                out.append(Passage(text=text))
+                if isinstance(p, str):
+                    p = Passage(text=p)
+                else:
+                    check_text(f"passages[{i}]", p, max_chars=self.settings.max_text_chars)
+            elif not isinstance(p.text, str):
+                check_text(f"passages[{i}].text", p.text, max_chars=1)
+            clean = clean_passage(p, self.settings.max_text_chars)
+            if clean is not p:
+                log.warning("passages[%d] (%s) cleaned to be stored: %s", i,
+                            clean.id or clean.title or "no id",
+                            clean.metadata.get(CLEANED_KEY, ""))
+            out.append(clean)
         if len(out) > self.settings.max_passages:
             raise ValueError(
                 f"passages has {len(out)} items; the limit is {self.settings.max_passages} "
@@ -328,11 +341,7 @@ class HistoryDatabase:
         check_text("query", query, max_chars=self.settings.max_query_chars)
         check_text("response", response, max_chars=self.settings.max_text_chars, allow_empty=True)
         items = self._passages(passages)
-        meta = dict(metadata or {})
-        try:
-            json.dumps(meta)
-        except (TypeError, ValueError) as exc:
-            raise TypeError(f"metadata must be JSON-serialisable: {exc}") from None
+        meta = check_metadata("metadata", metadata, max_chars=self.settings.max_metadata_chars)
         if timestamp is not None and (
             isinstance(timestamp, bool) or not isinstance(timestamp, (int, float))
             or not np.isfinite(timestamp)

@@ -224,6 +224,37 @@ def test_cache_file_whose_header_claims_a_huge_array_is_rebuilt(tmp_path: Path) 
     assert again.encoded == 2 and np.array_equal(vec, first)
 
 
+def test_passages_the_kb_accepts_are_recorded_without_losing_the_turn(tmp_path: Path) -> None:
+    """A NUL from a PDF loader, a base64 image in a .md, a lone surrogate, a 1.2M-character
+    JSONL text: cleaned or cut at ingestion as at recording, noted, and every turn that
+    retrieves one is stored (issue 18, item 4)."""
+    from dhrag_core import DHRAG
+
+    root = tmp_path / "kb"
+    root.mkdir()
+    (root / "scan.txt").write_text("Invoices from the scanner\x00 list the totals.\n")
+    (root / "image.md").write_text("# Logo\n\nThe logo image:\n\n![logo](data:image/png;base64,"
+                                   + "QUJD" * 300_000 + ")\n")
+    rows = [{"id": "sur", "text": "Caf\udce9 menus list the prices.", "title": "T\ud800"},
+            {"id": "big", "text": "Gigantic export " + "word " * 240_000}]
+    (root / "more.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    emb = HashingEmbedder(64)
+    passages = load_passages(root)  # a folder: the .jsonl is not read from it
+    passages += load_passages(root / "more.jsonl")
+    notes = {p.id: p.metadata.get("dhrag_cleaned", "") for p in passages}
+    assert "removed 1 NUL" in notes["scan.txt#0"] and "cut from" in notes["image.md#0"]
+    assert "lone surrogates" in notes["sur"] and "cut from 1,200,016" in notes["big"]
+    kb = load_kb(root / "more.jsonl", emb, cache_dir=tmp_path / "cache", progress=False)
+    rag = DHRAG(kb, embedder=emb, store=f"sqlite:///{tmp_path / 'h.db'}")
+    for q in ["What do café menus list?", "What is in the gigantic export?"]:
+        rag.record("s", q, "an answer", selection=rag.select("s", q))
+    assert rag.history.size("s") == 2
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text(json.dumps({"id": "a\u0000b", "text": "ok"}) + "\n")
+    with pytest.raises(ValueError, match=rf"{re.escape(str(bad))}:1: 'id' holds a NUL"):
+        load_passages(bad)
+
+
 # -- the chat command ----------------------------------------------------------------------
 
 
