@@ -388,7 +388,7 @@ def run_chat(args: argparse.Namespace, stdin: TextIO | None = None,
     except (OSError, ValueError, TypeError) as exc:
         sys.stderr.write(f"dhrag chat: error: {exc}\n")
         return 2
-    answers = f"LLM {llm.model} at {llm.base_url}" if llm else "extracts (no LLM)"
+    answers = f"LLM {llm.model} at {llm.shown_url}" if llm else "extracts (no LLM)"
     if llm is None and os.environ.get("OPENAI_BASE_URL"):
         answers += " -- OPENAI_BASE_URL is set but no model: pass --model or set DHRAG_MODEL"
     stdout.write(

@@ -14,6 +14,7 @@ __all__ = ["redact_url", "url_secrets"]
 _KEYS = (r"password|passwd|pwd|pass|api[_-]?key|apikey|key|token|access[_-]?token|secret"
          r"|client[_-]?secret|sig|signature|auth|authorization")
 _QUERY_SECRET = re.compile(rf"([?&;](?:{_KEYS})=)([^&#;]*)", re.IGNORECASE)
+_DELIMITERS = re.compile(r"[#?/@:&;=]")
 _KV_PASSWORD = re.compile(r"(\bpassword\s*=\s*)('(?:[^'\\]|\\.)*'|\S+)", re.IGNORECASE)
 
 
@@ -50,8 +51,8 @@ def redact_url(url: str) -> str:
 
 
 def url_secrets(url: str) -> list[str]:
-    """The secrets ``redact_url`` hides, as written and percent-decoded, longest first (to
-    scrub them from messages that quote them)."""
+    """The secrets ``redact_url`` hides, as written and percent-decoded, and their pieces
+    between URL delimiters, longest first (to scrub them from messages that quote them)."""
     found: list[str] = []
     if "://" not in url:
         found += [m.group(2).strip("'") for m in _KV_PASSWORD.finditer(url)]
@@ -61,4 +62,6 @@ def url_secrets(url: str) -> list[str]:
             found.append(parts[1].split(":", 1)[1])
         found += [m.group(2) for m in _QUERY_SECRET.finditer(url)]
     out = {s for raw in found for s in (raw, unquote(raw)) if s}
+    # a parser that cut the URL at a delimiter inside the secret quotes only a piece of it
+    out |= {piece for s in list(out) for piece in _DELIMITERS.split(s) if len(piece) >= 3}
     return sorted(out, key=len, reverse=True)

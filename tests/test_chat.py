@@ -538,3 +538,29 @@ def test_reset_forgets_the_typed_questions_in_the_line_history(tmp_path: Path, k
                                (b"/reset", b"forgot session")], *store)
     text = history.read_text()
     assert "zebra" not in text and "okapi" not in text
+
+
+@pytest.mark.parametrize("form", ["userinfo", "query"])
+def test_llm_credentials_in_the_url_are_never_printed(
+    tmp_path: Path, kb: Path, fake_llm: FakeOpenAI, form: str
+) -> None:
+    """Banner, fallback notes (stdout) and warnings (stderr) show the URL masked (item 2)."""
+    secret = "S3cr#t?pw"
+    host = fake_llm.url.removeprefix("http://")
+    url = (f"http://alice:{secret}@{host}" if form == "userinfo"
+           else f"{fake_llm.url}?api_key={secret}")
+    fake_llm.replies += [(500, ""), (500, "")]
+    env = {"PATH": os.environ.get("PATH", ""), "HOME": str(tmp_path),
+           "DHRAG_CACHE": str(tmp_path / "cache"), "XDG_DATA_HOME": str(tmp_path / "data")}
+    proc = subprocess.run(
+        [sys.executable, "-m", "dhrag_core.cli", "chat", "--kb", str(kb), "--embedder",
+         "hashing", "--store", "memory", "--base-url", url, "--model", "m", "--api-key",
+         "sk-never-shown"],
+        input="How long is the Great Wall?\nWhere do guinea pigs sleep?\n", capture_output=True,
+        text=True, timeout=120, env=env, cwd=REPO)
+    assert proc.returncode == 0, proc.stderr
+    both = proc.stdout + proc.stderr
+    assert "LLM failed" in proc.stdout and "answers: LLM m at http://" in proc.stdout
+    for leak in (secret, "S3cr", "sk-never-shown", "S3cr%23t"):
+        assert leak not in both, both
+    assert "***" in proc.stdout
