@@ -14,6 +14,7 @@ import contextlib
 import io
 import logging
 import os
+import re
 import sys
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
@@ -39,6 +40,7 @@ __all__ = [
     "chat_loop",
     "default_store_url",
     "forget_lines",
+    "printable",
     "run_chat",
 ]
 
@@ -56,6 +58,16 @@ def default_store_url() -> str:
     """``sqlite:///$XDG_DATA_HOME/dhrag/chat.db`` (default ``~/.local/share/dhrag/chat.db``)."""
     base = os.environ.get("XDG_DATA_HOME") or str(Path.home() / ".local" / "share")
     return f"sqlite:///{Path(base).expanduser() / 'dhrag' / 'chat.db'}"
+
+
+_UNSAFE = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u200e\u200f\u202a-\u202e\u2066-\u2069]")
+
+
+def printable(text: str) -> str:
+    """``text`` safe to write to a terminal: control characters (ESC sequences that retitle
+    the window or clear the screen, BEL, C1, bidirectional overrides) shown as ``\\xNN`` /
+    ``\\uNNNN`` instead of acted on; newlines and tabs kept."""
+    return _UNSAFE.sub(lambda m: m.group().encode("unicode_escape").decode("ascii"), text)
 
 
 def _short(text: str, width: int) -> str:
@@ -329,7 +341,7 @@ def chat_loop(
                 out = render(reply)
             except (TypeError, ValueError, OSError) as exc:  # OSError: the store failed
                 out = f"error: {exc}"
-        stdout.write(out + "\n")
+        stdout.write(printable(out) + "\n")
         stdout.flush()
     stdout.write("bye\n")
     stdout.flush()
@@ -386,16 +398,16 @@ def run_chat(args: argparse.Namespace, stdin: TextIO | None = None,
         rag = DHRAG(kb, history=history, rewriter=rewriter)
         session = ChatSession(rag, args.session, llm=llm, store_url=store)
     except (OSError, ValueError, TypeError) as exc:
-        sys.stderr.write(f"dhrag chat: error: {exc}\n")
+        sys.stderr.write(printable(f"dhrag chat: error: {exc}") + "\n")
         return 2
     answers = f"LLM {llm.model} at {llm.shown_url}" if llm else "extracts (no LLM)"
     if llm is None and os.environ.get("OPENAI_BASE_URL"):
         answers += " -- OPENAI_BASE_URL is set but no model: pass --model or set DHRAG_MODEL"
-    stdout.write(
+    stdout.write(printable(
         f"dhrag chat: {len(kb)} passages from {args.kb}; session {args.session!r} "
         f"({'continuing, ' + str(earlier) + ' earlier turns' if earlier else 'new'}) in "
         f"{redact_dsn(store)}; answers: {answers}\ncommands: {COMMANDS}\n"
-    )
+    ))
     stdout.flush()
     interactive = stdin.isatty() and stdin is sys.stdin
     if interactive:

@@ -564,3 +564,15 @@ def test_llm_credentials_in_the_url_are_never_printed(
     for leak in (secret, "S3cr", "sk-never-shown", "S3cr%23t"):
         assert leak not in both, both
     assert "***" in proc.stdout
+
+
+def test_terminal_escapes_from_the_kb_are_shown_not_acted_on(tmp_path: Path) -> None:
+    """A knowledge-base file holding ESC ] 0;... (retitle the window) and ESC [2J (clear the
+    screen): the chat prints them escaped (issue 18, item 10)."""
+    root = tmp_path / "kb"
+    root.mkdir()
+    (root / "evil.txt").write_text("The tower\x1b]0;pwned\x07 is 300 m tall.\x1b[2J Really "
+                                   "\u202etall\u202c.\n")
+    out = chat(tmp_path, root, "How tall is the tower?\n/trace\n")
+    assert "\x1b" not in out and "\x07" not in out and "\u202e" not in out
+    assert "\\x1b]0;pwned\\x07" in out and "\\x1b[2J" in out
