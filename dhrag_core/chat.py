@@ -355,7 +355,9 @@ def add_chat_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--session", default="default", help="conversation name (default: "
                         "default); the same name continues a stored conversation")
     parser.add_argument("--store", default=None,
-                        help="history store: sqlite:///PATH.db (default: "
+                        help="history store: sqlite:///PATH.db (PATH relative to the current "
+                             "folder; an absolute path takes four slashes: "
+                             "sqlite:////home/me/chat.db; default: "
                              "~/.local/share/dhrag/chat.db), memory, or "
                              "postgresql://user:password@host:port/db")
     parser.add_argument("--base-url", default=None,
@@ -372,11 +374,19 @@ def add_chat_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def _store_url(arg: str | None) -> str:
+    """The store URL with a SQLite path made absolute (``sqlite:///x.db`` is relative to the
+    current folder), so that what is printed can be pasted back from anywhere."""
     url = arg or default_store_url()
     if url.startswith("sqlite:///"):
         path = Path(url.removeprefix("sqlite:///")).expanduser()
-        url = f"sqlite:///{path}"
+        url = f"sqlite:///{path if path.is_absolute() else Path.cwd() / path}"
     return url
+
+
+def _shown_store(url: str) -> str:
+    if url.startswith("sqlite:///"):
+        return f"SQLite file {url.removeprefix('sqlite:///')}"
+    return redact_dsn(url)
 
 
 def run_chat(args: argparse.Namespace, stdin: TextIO | None = None,
@@ -406,7 +416,7 @@ def run_chat(args: argparse.Namespace, stdin: TextIO | None = None,
     stdout.write(printable(
         f"dhrag chat: {len(kb)} passages from {args.kb}; session {args.session!r} "
         f"({'continuing, ' + str(earlier) + ' earlier turns' if earlier else 'new'}) in "
-        f"{redact_dsn(store)}; answers: {answers}\ncommands: {COMMANDS}\n"
+        f"{_shown_store(store)}; answers: {answers}\ncommands: {COMMANDS}\n"
     ))
     stdout.flush()
     interactive = stdin.isatty() and stdin is sys.stdin

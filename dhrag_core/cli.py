@@ -98,7 +98,8 @@ def build_parser() -> argparse.ArgumentParser:
     sub = ap.add_subparsers(dest="command", required=True)
     demo = sub.add_parser("demo", help="run a scripted multi-turn session offline")
     demo.add_argument("--store", default="memory",
-                      help="history store: memory (default), sqlite:///path.db or "
+                      help="history store: memory (default), sqlite:///path.db (relative; "
+                           "sqlite:////abs/path.db for an absolute path) or "
                            "postgresql://user:password@host:port/db")
     demo.set_defaults(func=run_demo)
     chat = sub.add_parser("chat", help="chat with DH-RAG over your own files (LLM optional)")

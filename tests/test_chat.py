@@ -576,3 +576,34 @@ def test_terminal_escapes_from_the_kb_are_shown_not_acted_on(tmp_path: Path) -> 
     out = chat(tmp_path, root, "How tall is the tower?\n/trace\n")
     assert "\x1b" not in out and "\x07" not in out and "\u202e" not in out
     assert "\\x1b]0;pwned\\x07" in out and "\\x1b[2J" in out
+
+
+def test_store_urls_are_printed_as_they_can_be_pasted_back(
+    tmp_path: Path, kb: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``sqlite:///rel/x.db`` is relative: printed as the absolute file it is, and /save
+    offers a URL (four slashes) that opens the same file from anywhere (issue 18, item 13)."""
+    from dhrag_core.store import SQLiteStore, open_store
+
+    monkeypatch.setenv("DHRAG_CACHE", str(tmp_path / "cache"))
+    monkeypatch.chdir(tmp_path)
+    args = build_parser().parse_args(["chat", "--kb", str(kb), "--embedder", "hashing",
+                                      "--store", "sqlite:///rel/x.db"])
+    out = io.StringIO()
+    assert run_chat(args, io.StringIO("Where do guinea pigs sleep?\n/save\n"), out) == 0
+    text = out.getvalue()
+    path = tmp_path / "rel" / "x.db"
+    assert path.is_file() and f"in SQLite file {path};" in text
+    url = re.search(r"--store (\S+)", text.split("session 'default' is saved", 1)[1])
+    assert url is not None and url.group(1) == f"sqlite:///{path}"  # sqlite:////tmp/...
+    monkeypatch.chdir(REPO)
+    store = open_store(url.group(1))
+    assert isinstance(store, SQLiteStore) and store.path == path and store.sessions()
+    store.close()
+    help_text = io.StringIO()
+    build_parser().parse_args(["chat", "--kb", "x"])  # parses
+    import contextlib
+
+    with contextlib.redirect_stdout(help_text), pytest.raises(SystemExit):
+        build_parser().parse_args(["chat", "--help"])
+    assert "four slashes" in " ".join(help_text.getvalue().split())

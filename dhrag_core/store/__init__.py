@@ -28,7 +28,8 @@ _URL_FORMS = "'memory', 'sqlite:///path/to/file.db' or 'postgresql://user:passwo
 
 
 def open_store(url: str | None) -> HistoryStore:
-    """A store from a URL: ``memory`` (or None), ``sqlite:///path/to/file.db``, or
+    """A store from a URL: ``memory`` (or None), ``sqlite:///path/to/file.db`` (relative to
+    the current folder; ``sqlite:////abs/path.db`` for an absolute path), or
     ``postgresql://user:password@host:port/dbname`` (also ``postgres://``; needs
     ``pip install dhrag[postgres]``)."""
     if url is None or url == "memory":
