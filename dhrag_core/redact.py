@@ -13,7 +13,7 @@ __all__ = ["redact_url", "url_secrets"]
 
 _KEYS = (r"password|passwd|pwd|pass|api[_-]?key|apikey|key|token|access[_-]?token|secret"
          r"|client[_-]?secret|sig|signature|auth|authorization")
-_QUERY_SECRET = re.compile(rf"([?&;](?:{_KEYS})=)([^&#;]*)", re.IGNORECASE)
+_QUERY_SECRET = re.compile(rf"([?&;](?:{_KEYS})=)([^&]*)", re.IGNORECASE)
 _DELIMITERS = re.compile(r"[#?/@:&;=]")
 _KV_PASSWORD = re.compile(r"(\bpassword\s*=\s*)('(?:[^'\\]|\\.)*'|\S+)", re.IGNORECASE)
 

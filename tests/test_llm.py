@@ -338,3 +338,10 @@ def test_repr_and_errors_mask_url_credentials() -> None:
     assert "pa#ss" not in repr(llm) and "k3y-value" not in repr(llm)
     assert llm.shown_url == "http://bob:***@127.0.0.1:9/v1?api_key=***"
     assert "k3y" not in llm._scrub("bad key k3y-value and pa#ss?w in pieces: pa, ss?w")
+
+
+def test_a_secret_query_value_is_masked_whole() -> None:
+    from dhrag_core.redact import redact_url
+
+    assert redact_url("http://h/v1?api_key=k#y?v&x=1") == "http://h/v1?api_key=***&x=1"
+    assert redact_url("http://h/v1?token=a/b#c") == "http://h/v1?token=***"
