@@ -309,6 +309,27 @@ def forget_lines(lines: Iterable[str]) -> int:
     return removed
 
 
+def _run_line(
+    session: ChatSession, line: str, command: str | None, typed: list[str], interactive: bool
+) -> str:
+    """What one question or command prints."""
+    if command == "/trace":
+        return session.trace()
+    if command == "/reset":
+        asked = [t.query for t in session.rag.history.turns(session.session_id)]
+        out = f"forgot session {session.session_id!r} ({session.reset()} turns)"
+        if interactive:
+            forget_lines(asked + typed)
+        return out
+    if command == "/save":
+        return session.where()
+    if command is not None:
+        return f"commands: {COMMANDS}" if command == "/help" else (
+            f"unknown command {command}; commands: {COMMANDS}")
+    _, reply = session.ask(line)
+    return render(reply)
+
+
 def chat_loop(
     session: ChatSession, stdin: TextIO, stdout: TextIO, *, interactive: bool = False
 ) -> int:
@@ -322,25 +343,12 @@ def chat_loop(
         command = line.split()[0].lower() if line.startswith("/") else None
         if command in ("/quit", "/exit"):
             break
-        if command == "/trace":
-            out = session.trace()
-        elif command == "/reset":
-            asked = [t.query for t in session.rag.history.turns(session.session_id)]
-            out = f"forgot session {session.session_id!r} ({session.reset()} turns)"
-            if interactive:
-                forget_lines(asked + typed)
+        try:
+            out = _run_line(session, line, command, typed, interactive)
+        except (TypeError, ValueError, OSError) as exc:  # OSError: the store failed
+            out = f"error: {exc}"
+        if command == "/reset":
             typed = []
-        elif command == "/save":
-            out = session.where()
-        elif command is not None:
-            out = f"commands: {COMMANDS}" if command == "/help" else (
-                f"unknown command {command}; commands: {COMMANDS}")
-        else:
-            try:
-                _, reply = session.ask(line)
-                out = render(reply)
-            except (TypeError, ValueError, OSError) as exc:  # OSError: the store failed
-                out = f"error: {exc}"
         stdout.write(printable(out) + "\n")
         stdout.flush()
     stdout.write("bye\n")

@@ -82,7 +82,7 @@ def test_the_chat_says_the_disk_is_full_and_goes_on(tmp_path: Path) -> None:
     fill_up(rag.history.store)
     questions = "".join(f"Tell me more about the wall, part {i}?\n" for i in range(30))
     out = io.StringIO()
-    assert chat_loop(session, io.StringIO(questions + "/save\n"), out) == 0
+    assert chat_loop(session, io.StringIO(questions + "/save\n/reset\n/trace\n"), out) == 0
     text = out.getvalue()
     assert "error: SQLite store" in text and "full" in text and str(path) in text
     assert text.rstrip().endswith("bye") and "continue it with" in text
