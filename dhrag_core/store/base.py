@@ -17,7 +17,8 @@ LOG_KEEP = 64
 
 UPSERT, DELETE, MARK, RESET = 0, 1, 2, 3
 """Change-log operations: a turn written, a turn deleted, a version with no turn change, the
-session deleted (no incremental catch-up across it)."""
+session deleted (no incremental catch-up across it; written by earlier versions, which kept a
+deleted session's row: ``delete_session`` now removes every row and raises a version floor)."""
 
 
 class StaleSessionError(RuntimeError):
