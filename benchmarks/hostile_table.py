@@ -57,6 +57,11 @@ ALLOWED = {
     ("dhrag chat (stdin line)", "lone surrogate"): "a terminal sends bytes: U+FFFD",
     ("LC DHRAGRetriever.invoke(session_id)", "None"): "None = not given: default session",
 }
+#: doors where text that cannot be stored as is is cleaned (and said so), not refused: a
+#: passage a retriever returned must not cost the turn
+CLEANING_DOORS = {"HistoryDatabase.add(passages=[x])"}
+for _name in ("lone surrogate", "NUL character", "10 MB string"):
+    ALLOWED[("HistoryDatabase.add(passages=[x])", _name)] = "cleaned, the turn kept"
 #: inputs that are fine where empty text is allowed (responses, passages)
 EMPTY_INPUTS = {"empty string", "whitespace only"}
 
@@ -72,7 +77,7 @@ DOCS = {
 class Outcome:
     door: str
     input: str
-    outcome: str  # rejected / stored as text / read as text / BUG
+    outcome: str  # rejected / stored as text / read as text / cleaned / BUG
     detail: str
 
     @property
@@ -156,6 +161,11 @@ def _judge(world: World, door: str, name: str, value: Any, kind: str,
         return Outcome(door, name, "read as text", "")
     added = _texts_of(after) - _texts_of(before)
     if isinstance(value, str) and value.strip() and value not in _texts_of(after):
+        from dhrag_core.validation import clean_text
+
+        cleaned, notes = clean_text(value, world.db.settings.max_text_chars)
+        if door in CLEANING_DOORS and notes and cleaned in added:
+            return Outcome(door, name, "cleaned", "; ".join(notes))
         return Outcome(door, name, "BUG", f"stored text differs from the input ({len(added)})")
     return Outcome(door, name, "stored as text", "")
 
@@ -384,8 +394,93 @@ def run_cli(tmp: Path) -> list[Outcome]:
             ok = proc.returncode == 0 and "Traceback" not in err
             out.append(Outcome("dhrag chat --session", name, "read as text" if ok else "BUG",
                                f"exit {proc.returncode}"))
+    out += _round_two(tmp, base)
     for r in out:  # the table does not depend on where it ran
         r.detail = r.detail.replace(str(tmp), "$TMP")
+    return out
+
+
+def _round_two(tmp: Path, base: list[str]) -> list[Outcome]:
+    """Issue 18: secrets, foreign and odd store files, damaged KB lines, unstorable passages,
+    terminal escapes."""
+    import hashlib
+    import sqlite3
+
+    out: list[Outcome] = []
+
+    def last_line(proc: subprocess.CompletedProcess[bytes]) -> str:
+        lines = proc.stderr.decode("utf-8", "replace").strip().splitlines()
+        return lines[-1][:110] if lines else f"exit {proc.returncode}"
+
+    # another application's database, a directory: exit 2 naming the file, nothing changed
+    app = tmp / "app.db"
+    conn = sqlite3.connect(app)
+    conn.execute("CREATE TABLE users (id INTEGER PRIMARY KEY, name TEXT)")
+    conn.commit()
+    conn.close()
+    before = hashlib.sha256(app.read_bytes()).hexdigest()
+    for name, target in (("another application's SQLite file", app), ("a directory", tmp)):
+        proc = _cli([*base, "--store", f"sqlite:///{target}"], b"", tmp)
+        err = proc.stderr.decode("utf-8", "replace")
+        ok = (proc.returncode == 2 and str(target) in err and "Traceback" not in err
+              and hashlib.sha256(app.read_bytes()).hexdigest() == before)
+        out.append(Outcome("dhrag chat --store FILE", name, "rejected" if ok else "BUG",
+                           last_line(proc)))
+
+    # passwords with URL delimiters, for the store and for the LLM endpoint: never printed
+    secret = "pa#ss?w0rd"
+    for name, args in (
+        ("PostgreSQL password with # and ?",
+         ["--store", f"postgresql://bob:{secret}@127.0.0.1:1/db"]),
+        ("LLM URL with user:password@",
+         ["--store", "memory", "--base-url", f"http://bob:{secret}@127.0.0.1:1/v1",
+          "--model", "m"]),
+        ("LLM URL with ?api_key=",
+         ["--store", "memory", "--base-url", f"http://127.0.0.1:1/v1?api_key={secret}",
+          "--model", "m"]),
+    ):
+        proc = _cli([*base, *args], b"How long is the Great Wall?\n", tmp)
+        both = (proc.stdout + proc.stderr).decode("utf-8", "replace")
+        leaked = any(x in both for x in (secret, "pa#ss", "ss?w0rd"))
+        out.append(Outcome("dhrag chat --store/--base-url", name, "BUG" if leaked or
+                           "Traceback" in both else "masked",
+                           f"exit {proc.returncode}, shown as ***"))
+
+    # knowledge-base lines: too deep to read is a line-numbered error; an unstorable passage
+    # is cleaned and the turn that retrieves it is stored
+    deep = tmp / "deep.jsonl"
+    deep.write_text('{"id": "a", "text": "ok"}\n' + "[" * 200_000 + "]" * 200_000 + "\n")
+    proc = _cli(["chat", "--embedder", "hashing", "--kb", str(deep), "--store", "memory"],
+                b"", tmp)
+    ok = proc.returncode == 2 and f"{deep}:2" in proc.stderr.decode("utf-8", "replace")
+    out.append(Outcome("dhrag chat --kb FILE (round two)", "JSON nested 200,000 deep",
+                       "rejected" if ok else "BUG", last_line(proc)))
+    odd = tmp / "odd.jsonl"
+    odd.write_text("".join(json.dumps(r) + "\n" for r in [
+        {"id": "nul", "text": "Invoices\x00 from the scanner list totals."},
+        {"id": "sur", "text": "Caf\udce9 menus list the prices."},
+        {"id": "big", "text": "Gigantic export of words " + "word " * 240_000},
+        {"id": "esc", "text": "The tower\x1b]0;pwned\x07 is 300 m tall.\x1b[2J"},
+    ]))
+    store = tmp / "odd.db"
+    questions = [b"What do the invoices list?", b"What do cafe menus list?",
+                 b"What is in the gigantic export?", b"How tall is the tower?"]
+    proc = _cli(["chat", "--embedder", "hashing", "--kb", str(odd), "--store",
+                 f"sqlite:///{store}", "--session", "s"], b"\n".join(questions) + b"\n", tmp)
+    from dhrag_core import HashingEmbedder, HistoryDatabase
+
+    stored = 0
+    if store.exists():
+        db = HistoryDatabase(embedder=HashingEmbedder(), store=f"sqlite:///{store}")
+        stored = db.size("s")
+        db.close()
+    text = proc.stdout.decode("utf-8", "replace")
+    ok = proc.returncode == 0 and stored == len(questions)
+    out.append(Outcome("dhrag chat --kb FILE (round two)", "NUL, lone surrogate, 1.2M chars",
+                       "cleaned" if ok else "BUG", f"{stored} of {len(questions)} turns stored"))
+    raw = "\x1b" in text or "\x07" in text
+    out.append(Outcome("dhrag chat (KB text shown)", "ESC ] 0; and ESC [2J in a KB file",
+                       "BUG" if raw or proc.returncode else "escaped", "shown as \\x1b..."))
     return out
 
 
@@ -401,7 +496,8 @@ def markdown(results: list[Outcome]) -> str:
     doors = list(dict.fromkeys(r.door for r in results if r.input in INPUTS))
     cell = {(r.door, r.input): r for r in results}
     short = {"rejected": "rejected", "stored as text": "text", "read as text": "text",
-             "ignored": "skipped", "default session": "default", "BUG": "**BUG**"}
+             "ignored": "skipped", "default session": "default", "cleaned": "cleaned",
+             "masked": "masked", "escaped": "escaped", "BUG": "**BUG**"}
     lines = [
         "# Hostile input: every public door x every input",
         "",
@@ -411,7 +507,9 @@ def markdown(results: list[Outcome]) -> str:
         "**text**: handled as ordinary text (stored exactly as given, or read), no other "
         "session changed, earlier turns untouched. **skipped**: accepted, nothing to store (a "
         "blank message). **default**: `None` means \"not given\": the default session. "
-        "**BUG**: anything else.",
+        "**cleaned**: a passage stored with NULs removed, lone surrogates replaced or cut to "
+        "the limit, noted in its metadata and the trace (a retrieved passage never costs the "
+        "turn). **BUG**: anything else.",
         "",
         "| door | " + " | ".join(inputs) + " |",
         "|---|" + "---|" * len(inputs),

@@ -14,8 +14,9 @@ import contextlib
 import io
 import logging
 import os
+import re
 import sys
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TextIO
@@ -38,6 +39,8 @@ __all__ = [
     "add_chat_arguments",
     "chat_loop",
     "default_store_url",
+    "forget_lines",
+    "printable",
     "run_chat",
 ]
 
@@ -55,6 +58,16 @@ def default_store_url() -> str:
     """``sqlite:///$XDG_DATA_HOME/dhrag/chat.db`` (default ``~/.local/share/dhrag/chat.db``)."""
     base = os.environ.get("XDG_DATA_HOME") or str(Path.home() / ".local" / "share")
     return f"sqlite:///{Path(base).expanduser() / 'dhrag' / 'chat.db'}"
+
+
+_UNSAFE = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u200e\u200f\u202a-\u202e\u2066-\u2069]")
+
+
+def printable(text: str) -> str:
+    """``text`` safe to write to a terminal: control characters (ESC sequences that retitle
+    the window or clear the screen, BEL, C1, bidirectional overrides) shown as ``\\xNN`` /
+    ``\\uNNNN`` instead of acted on; newlines and tabs kept."""
+    return _UNSAFE.sub(lambda m: m.group().encode("unicode_escape").decode("ascii"), text)
 
 
 def _short(text: str, width: int) -> str:
@@ -251,51 +264,92 @@ def _lines(stdin: TextIO, stdout: TextIO, interactive: bool) -> Iterator[str]:
             yield line.rstrip("\n")
 
 
+def _history_file() -> Path:
+    """The line-editing history of ``dhrag chat`` (next to the default store)."""
+    return Path(default_store_url().removeprefix("sqlite:///")).with_name("chat_history")
+
+
+def _save_history() -> None:
+    try:
+        import readline
+    except ImportError:  # pragma: no cover - not on every platform
+        return
+    path = _history_file()
+    with contextlib.suppress(OSError):
+        path.parent.mkdir(parents=True, exist_ok=True)
+        readline.set_history_length(1000)
+        readline.write_history_file(path)
+
+
 def _readline_history() -> None:
     try:
         import readline
     except ImportError:  # pragma: no cover - not on every platform
         return
-    path = Path(default_store_url().removeprefix("sqlite:///")).with_name("chat_history")
     with contextlib.suppress(OSError):
-        readline.read_history_file(path)
+        readline.read_history_file(_history_file())
+    atexit.register(_save_history)
 
-    def save() -> None:
-        with contextlib.suppress(OSError):
-            path.parent.mkdir(parents=True, exist_ok=True)
-            readline.set_history_length(1000)
-            readline.write_history_file(path)
 
-    atexit.register(save)
+def forget_lines(lines: Iterable[str]) -> int:
+    """Remove ``lines`` from the line-editing history, in memory and in its file (after
+    ``/reset``, what was typed must not stay behind); the number of entries removed."""
+    try:
+        import readline
+    except ImportError:  # pragma: no cover - not on every platform
+        return 0
+    drop = {line.strip() for line in lines if line.strip()}
+    removed = 0
+    for pos in range(readline.get_current_history_length() - 1, -1, -1):
+        item = readline.get_history_item(pos + 1)  # 1-based, unlike remove_history_item
+        if item is not None and item.strip() in drop:
+            readline.remove_history_item(pos)
+            removed += 1
+    _save_history()
+    return removed
+
+
+def _run_line(
+    session: ChatSession, line: str, command: str | None, typed: list[str], interactive: bool
+) -> str:
+    """What one question or command prints."""
+    if command == "/trace":
+        return session.trace()
+    if command == "/reset":
+        asked = [t.query for t in session.rag.history.turns(session.session_id)]
+        out = f"forgot session {session.session_id!r} ({session.reset()} turns)"
+        if interactive:
+            forget_lines(asked + typed)
+        return out
+    if command == "/save":
+        return session.where()
+    if command is not None:
+        return f"commands: {COMMANDS}" if command == "/help" else (
+            f"unknown command {command}; commands: {COMMANDS}")
+    _, reply = session.ask(line)
+    return render(reply)
 
 
 def chat_loop(
     session: ChatSession, stdin: TextIO, stdout: TextIO, *, interactive: bool = False
 ) -> int:
     """Read questions and commands until ``/quit`` or end of input; 0 when done."""
+    typed: list[str] = []  # this session's lines, forgotten by /reset
     for raw in _lines(stdin, stdout, interactive):
         line = raw.strip()
         if not line:
             continue
+        typed.append(line)
         command = line.split()[0].lower() if line.startswith("/") else None
         if command in ("/quit", "/exit"):
             break
-        if command == "/trace":
-            out = session.trace()
-        elif command == "/reset":
-            out = f"forgot session {session.session_id!r} ({session.reset()} turns)"
-        elif command == "/save":
-            out = session.where()
-        elif command is not None:
-            out = f"commands: {COMMANDS}" if command == "/help" else (
-                f"unknown command {command}; commands: {COMMANDS}")
-        else:
-            try:
-                _, reply = session.ask(line)
-                out = render(reply)
-            except (TypeError, ValueError) as exc:
-                out = f"error: {exc}"
-        stdout.write(out + "\n")
+        try:
+            out = _run_line(session, line, command, typed, interactive)
+        except (TypeError, ValueError, OSError) as exc:  # OSError: the store failed
+            out = f"error: {exc}"
+        if command == "/reset":
+            typed = []
+        stdout.write(printable(out) + "\n")
         stdout.flush()
     stdout.write("bye\n")
     stdout.flush()
@@ -309,7 +363,9 @@ def add_chat_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--session", default="default", help="conversation name (default: "
                         "default); the same name continues a stored conversation")
     parser.add_argument("--store", default=None,
-                        help="history store: sqlite:///PATH.db (default: "
+                        help="history store: sqlite:///PATH.db (PATH relative to the current "
+                             "folder; an absolute path takes four slashes: "
+                             "sqlite:////home/me/chat.db; default: "
                              "~/.local/share/dhrag/chat.db), memory, or "
                              "postgresql://user:password@host:port/db")
     parser.add_argument("--base-url", default=None,
@@ -326,11 +382,19 @@ def add_chat_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def _store_url(arg: str | None) -> str:
+    """The store URL with a SQLite path made absolute (``sqlite:///x.db`` is relative to the
+    current folder), so that what is printed can be pasted back from anywhere."""
     url = arg or default_store_url()
     if url.startswith("sqlite:///"):
         path = Path(url.removeprefix("sqlite:///")).expanduser()
-        url = f"sqlite:///{path}"
+        url = f"sqlite:///{path if path.is_absolute() else Path.cwd() / path}"
     return url
+
+
+def _shown_store(url: str) -> str:
+    if url.startswith("sqlite:///"):
+        return f"SQLite file {url.removeprefix('sqlite:///')}"
+    return redact_dsn(url)
 
 
 def run_chat(args: argparse.Namespace, stdin: TextIO | None = None,
@@ -352,16 +416,16 @@ def run_chat(args: argparse.Namespace, stdin: TextIO | None = None,
         rag = DHRAG(kb, history=history, rewriter=rewriter)
         session = ChatSession(rag, args.session, llm=llm, store_url=store)
     except (OSError, ValueError, TypeError) as exc:
-        sys.stderr.write(f"dhrag chat: error: {exc}\n")
+        sys.stderr.write(printable(f"dhrag chat: error: {exc}") + "\n")
         return 2
-    answers = f"LLM {llm.model} at {llm.base_url}" if llm else "extracts (no LLM)"
+    answers = f"LLM {llm.model} at {llm.shown_url}" if llm else "extracts (no LLM)"
     if llm is None and os.environ.get("OPENAI_BASE_URL"):
         answers += " -- OPENAI_BASE_URL is set but no model: pass --model or set DHRAG_MODEL"
-    stdout.write(
+    stdout.write(printable(
         f"dhrag chat: {len(kb)} passages from {args.kb}; session {args.session!r} "
         f"({'continuing, ' + str(earlier) + ' earlier turns' if earlier else 'new'}) in "
-        f"{redact_dsn(store)}; answers: {answers}\ncommands: {COMMANDS}\n"
-    )
+        f"{_shown_store(store)}; answers: {answers}\ncommands: {COMMANDS}\n"
+    ))
     stdout.flush()
     interactive = stdin.isatty() and stdin is sys.stdin
     if interactive:

@@ -16,7 +16,7 @@ from dhrag_core.embedding import MiniLMEmbedder
 from dhrag_core.engine import DHRAG
 from dhrag_core.records import Selection
 from dhrag_core.settings import Settings
-from dhrag_core.store import open_store
+from dhrag_core.store import open_store, redact_dsn
 
 __all__ = ["main"]
 
@@ -70,7 +70,7 @@ def run_demo(args: argparse.Namespace) -> int:
     session = "demo"
     rag.reset(session)
     out.write(f"dhrag demo: {len(kb)} Wikipedia passages (MTRAG ClapNQ), all-MiniLM-L6-v2 "
-              f"offline, FAISS; history store: {args.store}\n")
+              f"offline, FAISS; history store: {redact_dsn(args.store)}\n")
     tops: list[tuple[str, str, str]] = []
     for n, question in enumerate(DEMO_TURNS, 1):
         sel = rag.select(session, question)
@@ -98,7 +98,8 @@ def build_parser() -> argparse.ArgumentParser:
     sub = ap.add_subparsers(dest="command", required=True)
     demo = sub.add_parser("demo", help="run a scripted multi-turn session offline")
     demo.add_argument("--store", default="memory",
-                      help="history store: memory (default), sqlite:///path.db or "
+                      help="history store: memory (default), sqlite:///path.db (relative; "
+                           "sqlite:////abs/path.db for an absolute path) or "
                            "postgresql://user:password@host:port/db")
     demo.set_defaults(func=run_demo)
     chat = sub.add_parser("chat", help="chat with DH-RAG over your own files (LLM optional)")

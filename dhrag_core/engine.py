@@ -9,6 +9,7 @@ weights, evicts, and organises the new turn into clusters, summaries and chains.
 from __future__ import annotations
 
 import asyncio
+import threading
 import time
 from collections import OrderedDict
 from collections.abc import Callable, Mapping, Sequence
@@ -88,6 +89,7 @@ class DHRAG:
         self.integration_matrix = integration_matrix
         self.vector_cache_size = vector_cache_size
         self._vector_cache: OrderedDict[str, Vector] = OrderedDict()
+        self._vector_lock = threading.Lock()
 
     # -- before the LLM ---------------------------------------------------------------------
 
@@ -209,25 +211,29 @@ class DHRAG:
 
         Retrievers that return text only would otherwise cost an encoding of every passage
         on every turn (~30 passages/s for MiniLM on 2 cores); a conversation keeps meeting
-        the same passages, so an LRU cache by passage id (or text) removes most of it.
+        the same passages, so an LRU cache by passage id (or text) removes most of it. The
+        cache is shared by threads: every look-up and change holds ``_vector_lock`` (encoding
+        does not).
         """
         cache = self._vector_cache
         out: list[Vector | None] = []
         missing: list[int] = []
-        for i, p in enumerate(passages):
-            v = p.vector if p.vector is not None else cache.get(p.key)
-            if v is not None and p.vector is None:
-                cache.move_to_end(p.key)
-            out.append(v)
-            if v is None:
-                missing.append(i)
+        with self._vector_lock:
+            for i, p in enumerate(passages):
+                v = p.vector if p.vector is not None else cache.get(p.key)
+                if v is not None and p.vector is None:
+                    cache.move_to_end(p.key)
+                out.append(v)
+                if v is None:
+                    missing.append(i)
         if missing:
             enc = self.history.embedder.encode([passages[i].text for i in missing])
-            for i, v in zip(missing, enc, strict=True):
-                out[i] = v
-                cache[passages[i].key] = v
-            while len(cache) > self.vector_cache_size:
-                cache.popitem(last=False)
+            with self._vector_lock:
+                for i, v in zip(missing, enc, strict=True):
+                    out[i] = v
+                    cache[passages[i].key] = v
+                while len(cache) > self.vector_cache_size:
+                    cache.popitem(last=False)
         return [v for v in out if v is not None]
 
     # -- after the LLM ----------------------------------------------------------------------

@@ -9,12 +9,12 @@ one store transaction.
 from __future__ import annotations
 
 import heapq
-import json
 import logging
 import random
 import threading
 import time
 import uuid
+from collections import OrderedDict
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
@@ -32,7 +32,14 @@ from dhrag_core.settings import Settings
 from dhrag_core.store import HistoryStore, StaleSessionError, open_store
 from dhrag_core.summaries import ExtractiveSummariser, Summariser
 from dhrag_core.timing import StageTimer
-from dhrag_core.validation import check_k, check_session_id, check_text
+from dhrag_core.validation import (
+    CLEANED_KEY,
+    check_k,
+    check_metadata,
+    check_session_id,
+    check_text,
+    clean_passage,
+)
 
 __all__ = ["AddResult", "HistoryDatabase", "PassageHit"]
 
@@ -186,22 +193,40 @@ class HistoryDatabase:
         )
         self.clock = clock
         self.summariser: Summariser = summariser or ExtractiveSummariser()
-        self._sessions: dict[str, _Session] = {}
+        self._sessions: OrderedDict[str, _Session] = OrderedDict()  # least recently used first
         self._lock = threading.Lock()
 
     # -- session cache -------------------------------------------------------------------
 
     def _session(self, session_id: str) -> _Session:
-        """The session's derived state, reloaded if the store changed under it."""
+        """The session's derived state, reloaded if the store changed under it.
+
+        At most ``Settings.max_sessions_in_memory`` sessions stay in memory (least recently
+        used dropped first); a session with no stored turn is not kept, so reading unknown
+        session ids allocates nothing lasting.
+        """
         with self._lock:
             s = self._sessions.get(session_id)
-            if s is None:
-                s = self._sessions[session_id] = _Session(self.embedder.dimension, self.settings)
-                s.version = -1
+            if s is not None:
+                self._sessions.move_to_end(session_id)
+        if s is None:
+            s = _Session(self.embedder.dimension, self.settings)
+            s.version = -1
         with s.lock:
             if s.version != self.store.version(session_id) and not self._catch_up(session_id, s):
                 self._reload(session_id, s)
+            if s.turns:
+                self._keep(session_id, s)
         return s
+
+    def _keep(self, session_id: str, s: _Session) -> None:
+        """Cache ``s`` (unless the session is cached already) within the bound."""
+        with self._lock:
+            if session_id in self._sessions:
+                return
+            self._sessions[session_id] = s
+            while len(self._sessions) > self.settings.max_sessions_in_memory:
+                self._sessions.popitem(last=False)
 
     def _catch_up(self, session_id: str, s: _Session) -> bool:
         """Apply only what another process changed since ``s.version`` (stores with a change
@@ -249,21 +274,28 @@ class HistoryDatabase:
     # -- inputs ----------------------------------------------------------------------------
 
     def _passages(self, passages: Any) -> list[Passage]:
+        """The passages, cleaned to what every store can keep (``clean_passage``): a passage
+        a retriever returned never costs the turn."""
         if passages is None:
             return []
         if isinstance(passages, (str, bytes, Passage)):
             raise TypeError("passages must be a list of str or Passage, not a single item")
         out: list[Passage] = []
         for i, p in enumerate(passages):
-            if isinstance(p, Passage):
-                check_text(f"passages[{i}].text", p.text, max_chars=self.settings.max_text_chars,
-                           allow_empty=True)
-                out.append(p)
-            else:
+            if not isinstance(p, Passage):
                 # retrievers do return empty documents; storing one is harmless
-                text = check_text(f"passages[{i}]", p, max_chars=self.settings.max_text_chars,
-                                  allow_empty=True)
-                out.append(Passage(text=text))
+                if isinstance(p, str):
+                    p = Passage(text=p)
+                else:
+                    check_text(f"passages[{i}]", p, max_chars=self.settings.max_text_chars)
+            elif not isinstance(p.text, str):
+                check_text(f"passages[{i}].text", p.text, max_chars=1)
+            clean = clean_passage(p, self.settings.max_text_chars)
+            if clean is not p:
+                log.warning("passages[%d] (%s) cleaned to be stored: %s", i,
+                            clean.id or clean.title or "no id",
+                            clean.metadata.get(CLEANED_KEY, ""))
+            out.append(clean)
         if len(out) > self.settings.max_passages:
             raise ValueError(
                 f"passages has {len(out)} items; the limit is {self.settings.max_passages} "
@@ -309,11 +341,7 @@ class HistoryDatabase:
         check_text("query", query, max_chars=self.settings.max_query_chars)
         check_text("response", response, max_chars=self.settings.max_text_chars, allow_empty=True)
         items = self._passages(passages)
-        meta = dict(metadata or {})
-        try:
-            json.dumps(meta)
-        except (TypeError, ValueError) as exc:
-            raise TypeError(f"metadata must be JSON-serialisable: {exc}") from None
+        meta = check_metadata("metadata", metadata, max_chars=self.settings.max_metadata_chars)
         if timestamp is not None and (
             isinstance(timestamp, bool) or not isinstance(timestamp, (int, float))
             or not np.isfinite(timestamp)
@@ -333,6 +361,7 @@ class HistoryDatabase:
                         result = self._add_locked(
                             session_id, s, query, items, response, meta, qv, rv, pv, timestamp
                         )
+                        self._keep(session_id, s)
                     except StaleSessionError:
                         # reloaded already; retry against the fresh state, after a jittered
                         # pause so that writers in other processes stop colliding in step
@@ -725,6 +754,8 @@ class HistoryDatabase:
         with s.lock:
             self.store.delete_session(session_id)
             self._reload(session_id, s)
+        with self._lock:
+            self._sessions.pop(session_id, None)
 
     def close(self) -> None:
         self.store.close()

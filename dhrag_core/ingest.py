@@ -22,8 +22,9 @@ from typing import Any
 import numpy as np
 
 from dhrag_core.embedding import Embedder, MiniLMEmbedder
-from dhrag_core.knowledge import FaissKnowledgeBase
+from dhrag_core.knowledge import MAX_PASSAGE_CHARS, FaissKnowledgeBase
 from dhrag_core.records import Passage, Vector
+from dhrag_core.validation import CLEANED_KEY, clean_passage, clean_text
 
 __all__ = [
     "DOCUMENT_SUFFIXES",
@@ -126,10 +127,18 @@ def _document_passages(path: Path, relative: str, min_words: int, max_words: int
     if path.suffix.lower() == ".md":  # "# Title" -> "Title." so it reads as its own sentence
         text = _MD_HEADING.sub(_heading_sentence, text)
     return [
-        Passage(text=f"{heading}\n{body}", id=f"{relative}#{n}", title=path.name,
-                metadata={"source": relative})
+        _cleaned(Passage(text=f"{heading}\n{body}", id=f"{relative}#{n}", title=path.name,
+                         metadata={"source": relative}), f"{path} passage {n}")
         for n, body in enumerate(split_passages(text, min_words, max_words))
     ]
+
+
+def _cleaned(p: Passage, where: str) -> Passage:
+    """``p`` as the history will store it (NULs, lone surrogates, cut to the limit)."""
+    out = clean_passage(p, MAX_PASSAGE_CHARS)
+    if out is not p:
+        log.warning("%s: %s", where, out.metadata[CLEANED_KEY])
+    return out
 
 
 def _jsonl_passages(path: Path) -> list[Passage]:
@@ -150,6 +159,8 @@ def _jsonl_passages(path: Path) -> list[Passage]:
                 row: Any = json.loads(line)
             except json.JSONDecodeError as exc:
                 raise ValueError(f"{where}: invalid JSON ({exc.msg})") from None
+            except RecursionError:
+                raise ValueError(f"{where}: JSON nested too deeply to read") from None
             if not isinstance(row, dict):
                 raise ValueError(f"{where}: expected an object with 'id' and 'text'")
             pid, text, title = row.get("id"), row.get("text"), row.get("title", "")
@@ -161,11 +172,14 @@ def _jsonl_passages(path: Path) -> list[Passage]:
                 raise ValueError(f"{where}: 'text' must be a non-empty string")
             if not isinstance(title, str):
                 raise ValueError(f"{where}: 'title' must be a string")
+            if "\x00" in pid or clean_text(pid)[1]:
+                raise ValueError(f"{where}: 'id' holds a NUL or a lone surrogate; ids are kept "
+                                 "exactly, so fix it in the file")
             if pid in seen:
                 raise ValueError(f"{where}: duplicate id {pid!r} (first on line {seen[pid]})")
             seen[pid] = lineno
             meta = {k: v for k, v in row.items() if k not in ("id", "text", "title")}
-            out.append(Passage(text=text, id=pid, title=title, metadata=meta))
+            out.append(_cleaned(Passage(text=text, id=pid, title=title, metadata=meta), where))
     return out
 
 
@@ -174,12 +188,14 @@ def load_passages(path: str | Path, min_words: int = 120, max_words: int = 200) 
     ``.jsonl`` of ``{"id", "text", "title"?}`` objects.
 
     Document passages get ``id = "relative/path#n"`` (n from 0), ``title`` = the file name, and
-    text = a heading line made from the file name, then the passage.
+    text = a heading line made from the file name, then the passage. Every passage is cleaned
+    as the history stores it (NULs removed, lone surrogates replaced, cut to
+    ``MAX_PASSAGE_CHARS``; said in ``metadata["dhrag_cleaned"]`` and logged).
 
     Raises:
         FileNotFoundError: ``path`` does not exist.
         ValueError: No passages, an unsupported file type, a non-UTF-8 file, or a bad JSONL
-            line (the message names the line).
+            line (an id with a NUL or a lone surrogate too; the message names the line).
     """
     root = Path(path).expanduser()
     if not root.exists():
@@ -257,17 +273,17 @@ def embed_cached(
     check = path.with_suffix(".sha256")
     if path.is_file():
         try:
-            cached = np.load(path, allow_pickle=False)
-            if cached.shape != expected:
-                log.warning("ignoring cache %s: shape %s, expected %s", path, cached.shape,
-                            expected)
+            shape = _npy_shape(path)
+            cached = np.load(path, allow_pickle=False) if shape == expected else None
+            if cached is None:
+                log.warning("ignoring cache %s: shape %s, expected %s", path, shape, expected)
             elif not check.is_file() or check.read_text().strip() != _checksum(cached):
                 log.warning("ignoring cache %s: its checksum does not match (damaged file)", path)
             else:
                 log.info("knowledge base vectors from cache %s", path)
                 out: Vector = cached.astype(np.float32, copy=False)
                 return out
-        except (OSError, ValueError) as exc:
+        except (OSError, ValueError, MemoryError) as exc:
             log.warning("ignoring unreadable cache %s: %s", path, exc)
     t0 = time.perf_counter()
     show = sys.stderr.isatty() if progress is None else progress
@@ -295,6 +311,17 @@ def embed_cached(
     except OSError as exc:
         log.warning("could not cache knowledge base vectors in %s: %s", folder, exc)
     return vectors
+
+
+def _npy_shape(path: Path) -> tuple[int, ...]:
+    """The array shape a ``.npy`` header claims, read without loading the data (a damaged
+    header may claim terabytes)."""
+    with path.open("rb") as f:
+        version = np.lib.format.read_magic(f)
+        read = (np.lib.format.read_array_header_1_0 if version == (1, 0)
+                else np.lib.format.read_array_header_2_0)
+        shape, _, _ = read(f)
+    return tuple(int(n) for n in shape)
 
 
 def _checksum(vectors: np.ndarray) -> str:

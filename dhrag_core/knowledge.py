@@ -11,10 +11,15 @@ import numpy as np
 
 from dhrag_core.embedding import Embedder, MiniLMEmbedder, l2_normalise
 from dhrag_core.records import Passage, Vector
+from dhrag_core.settings import Settings
+from dhrag_core.validation import clean_passage
 
 __all__ = ["FaissKnowledgeBase", "KnowledgeBase"]
 
 log = logging.getLogger(__name__)
+
+MAX_PASSAGE_CHARS = Settings().max_text_chars
+"""Passages are cut to this at ingestion (the history's default limit)."""
 
 
 @runtime_checkable
@@ -51,6 +56,8 @@ class FaissKnowledgeBase:
         for i, p in enumerate(items):
             if not isinstance(p.text, str):
                 raise TypeError(f"passages[{i}] must be a str or Passage")
+        # what the history stores of a passage, the knowledge base holds from the start
+        items = [clean_passage(p, MAX_PASSAGE_CHARS) for p in items]
         self.passages: list[Passage] = items
         if vectors is None:
             vectors = self._encode_all(batch_size)

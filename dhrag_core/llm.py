@@ -13,6 +13,8 @@ import weakref
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
+from dhrag_core.redact import redact_url, url_secrets
+
 if TYPE_CHECKING:
     from openai import AsyncOpenAI, OpenAI
 
@@ -133,12 +135,15 @@ class OpenAICompatibleLLM:
                 )
             base = OPENAI_DEFAULT_BASE_URL
         if not base.startswith(("http://", "https://")):
-            raise ValueError(f"base_url must start with http:// or https://, got {base!r}")
+            raise ValueError(
+                f"base_url must start with http:// or https://, got {redact_url(base)!r}")
         _check_request(1, 0.0, timeout)
         if isinstance(max_retries, bool) or not isinstance(max_retries, int) or max_retries < 0:
             raise ValueError(f"max_retries must be an int >= 0, got {max_retries!r}")
         self.model: str = model
         self.base_url: str = base.rstrip("/")
+        self.shown_url: str = redact_url(self.base_url)
+        """``base_url`` as printed: password and secret query values (``api_key=``) masked."""
         self.timeout = float(timeout)
         self.max_retries = max_retries
         self._api_key = key or NO_KEY
@@ -149,7 +154,16 @@ class OpenAICompatibleLLM:
         self._lock = threading.Lock()
 
     def __repr__(self) -> str:
-        return f"OpenAICompatibleLLM(base_url={self.base_url!r}, model={self.model!r})"
+        return f"OpenAICompatibleLLM(base_url={self.shown_url!r}, model={self.model!r})"
+
+    def _scrub(self, text: str) -> str:
+        """``text`` without the URL's secrets or the API key (errors may quote them)."""
+        secrets = url_secrets(self.base_url)
+        if self._api_key != NO_KEY and len(self._api_key) >= 4:
+            secrets.append(self._api_key)
+        for secret in secrets:
+            text = text.replace(secret, "***")
+        return text
 
     def _sync_client(self) -> OpenAI:
         with self._lock:
@@ -187,15 +201,15 @@ class OpenAICompatibleLLM:
             content = response.choices[0].message.content
         except (AttributeError, IndexError, KeyError, TypeError) as exc:
             raise LLMError(
-                f"{self.base_url} returned no chat completion ({type(response).__name__})"
+                f"{self.shown_url} returned no chat completion ({type(response).__name__})"
             ) from exc
         if not isinstance(content, str) or not content.strip():
-            raise LLMError(f"{self.base_url} returned an empty completion")
+            raise LLMError(f"{self.shown_url} returned an empty completion")
         return content
 
     def _error(self, exc: Exception) -> LLMError:
-        return LLMError(f"chat completion at {self.base_url} (model {self.model!r}) failed: "
-                        f"{type(exc).__name__}: {exc}")
+        return LLMError(f"chat completion at {self.shown_url} (model {self.model!r}) failed: "
+                        f"{type(exc).__name__}: {self._scrub(str(exc))}")
 
     def complete(
         self, messages: list[Message], *, max_tokens: int = 256, temperature: float = 0.0,

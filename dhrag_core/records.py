@@ -144,6 +144,9 @@ class Selection:
                 "source": c.source, "id": c.passage.id, "title": c.passage.title,
                 "weight": round(c.weight, 4), "similarity": round(c.similarity, 4),
             }
+            cleaned = c.passage.metadata.get("dhrag_cleaned")
+            if cleaned:  # what was changed to store it (NULs, lone surrogates, cut)
+                row["cleaned"] = cleaned
             if c.selected is not None:
                 s = c.selected
                 row.update(turn=s.turn.index, relevance=round(s.relevance, 4),

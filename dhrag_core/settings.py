@@ -34,6 +34,10 @@ class Settings:
         max_query_chars: Longest accepted query; longer input is rejected, not truncated.
         max_text_chars: Longest accepted response or passage text.
         max_passages: Most passages stored with one turn.
+        max_metadata_chars: Longest accepted turn metadata, as JSON text.
+        max_sessions_in_memory: Most sessions whose indexes a ``HistoryDatabase`` keeps in
+            memory; the least recently used beyond it are dropped and reloaded from the store
+            when used again (the store is the source of truth).
         cluster_threshold: A turn joins a topic cluster whose centroid it matches this well.
         cluster_min_quality: A cluster whose mean member-to-centroid cosine falls below this
             is split locally.
@@ -87,6 +91,8 @@ class Settings:
     max_query_chars: int = 8_192
     max_text_chars: int = 1_000_000
     max_passages: int = 50
+    max_metadata_chars: int = 1_000_000
+    max_sessions_in_memory: int = 1_000
     cluster_threshold: float = 0.5
     cluster_min_quality: float = 0.6
     cluster_merge_every: int = 16
@@ -129,6 +135,9 @@ class Settings:
         _check_range("max_query_chars", self.max_query_chars, 1, 10**9, integer=True)
         _check_range("max_text_chars", self.max_text_chars, 1, 10**10, integer=True)
         _check_range("max_passages", self.max_passages, 0, 10**6, integer=True)
+        _check_range("max_metadata_chars", self.max_metadata_chars, 2, 10**10, integer=True)
+        _check_range("max_sessions_in_memory", self.max_sessions_in_memory, 1, 10**9,
+                     integer=True)
         for name in ("cluster_threshold", "cluster_min_quality", "chain_threshold"):
             _check_range(name, getattr(self, name), -1.0, 1.0)
         for name in ("cluster_merge_every", "summary_size", "tree_clusters", "tree_summaries",

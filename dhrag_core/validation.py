@@ -2,9 +2,19 @@
 
 from __future__ import annotations
 
+import json
+import math
+from collections.abc import Mapping
+from dataclasses import replace
 from typing import Any
 
-__all__ = ["check_k", "check_session_id", "check_text"]
+from dhrag_core.records import Passage
+
+__all__ = ["CLEANED_KEY", "check_k", "check_metadata", "check_session_id", "check_text",
+           "clean_json", "clean_passage", "clean_text"]
+
+CLEANED_KEY = "dhrag_cleaned"
+"""Passage metadata key saying what cleaning changed (shown in traces)."""
 
 MAX_SESSION_ID_CHARS = 256
 
@@ -54,3 +64,119 @@ def check_k(k: Any) -> int:
     if k < 1:
         raise ValueError(f"k must be >= 1, got {k}")
     return k
+
+
+def check_metadata(name: str, value: Any, *, max_chars: int) -> dict[str, Any]:
+    """``value`` as a dict if it is JSON data under str keys within ``max_chars`` of JSON,
+    else ``TypeError``/``ValueError`` naming the offending key (what a store could not keep
+    exactly: an int key would come back as a str, a lone surrogate not at all)."""
+    if value is None:
+        return {}
+    if not isinstance(value, Mapping):
+        raise TypeError(f"{name} must be a mapping of str keys to JSON values, "
+                        f"got {type(value).__name__}")
+    try:
+        _check_json(name, value)
+    except RecursionError:
+        raise ValueError(f"{name} is nested too deeply") from None
+    size = len(json.dumps(dict(value), ensure_ascii=False))
+    if size > max_chars:
+        raise ValueError(f"{name} is {size:,} characters as JSON; the limit is {max_chars:,} "
+                         "(Settings.max_metadata_chars): store large data elsewhere")
+    return dict(value)
+
+
+def _check_json(path: str, v: Any) -> None:
+    if isinstance(v, Mapping):
+        for k, x in v.items():
+            if not isinstance(k, str):
+                raise TypeError(f"{path} keys must be str, got {type(k).__name__} key {k!r}")
+            _check_unicode(f"key {k!r} of {path}", k)
+            _check_json(f"{path}[{k!r}]", x)
+    elif isinstance(v, (list, tuple)):
+        for i, x in enumerate(v):
+            _check_json(f"{path}[{i}]", x)
+    elif isinstance(v, str):
+        _check_unicode(path, v)
+    elif isinstance(v, float) and not math.isfinite(v):
+        raise ValueError(f"{path} is {v!r}; JSON has no such number")
+    elif not (v is None or isinstance(v, (bool, int, float))):
+        raise TypeError(f"{path} must be JSON data (str, number, bool, None, list or dict), "
+                        f"got {type(v).__name__}")
+
+
+def _check_unicode(name: str, value: str) -> None:
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        raise ValueError(f"{name} is not valid Unicode text (lone surrogate at position "
+                         f"{exc.start})") from None
+
+
+def clean_text(value: str, max_chars: int | None = None) -> tuple[str, list[str]]:
+    """``value`` made storable: NUL characters removed, lone surrogates replaced by U+FFFD,
+    cut to ``max_chars``; and what was done, in words (empty when nothing)."""
+    notes: list[str] = []
+    if "\x00" in value:
+        notes.append(f"removed {value.count(chr(0)):,} NUL characters")
+        value = value.replace("\x00", "")
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:
+        fixed = value.encode("utf-16", "surrogatepass").decode("utf-16", "replace")
+        notes.append("replaced lone surrogates by U+FFFD")
+        value = fixed
+    if max_chars is not None and len(value) > max_chars:
+        notes.append(f"cut from {len(value):,} to {max_chars:,} characters")
+        value = value[:max_chars]
+    return value, notes
+
+
+def clean_json(value: Any) -> tuple[dict[str, Any], list[str]]:
+    """Metadata of a retrieved passage made storable: JSON data under str keys (anything
+    else as its ``str``), strings cleaned like ``clean_text``."""
+    notes: list[str] = []
+
+    def walk(v: Any) -> Any:
+        if isinstance(v, str):
+            text, n = clean_text(v)
+            notes.extend(n)
+            return text
+        if isinstance(v, Mapping):
+            return {walk(str(k)): walk(x) for k, x in v.items()}
+        if isinstance(v, (list, tuple)):
+            return [walk(x) for x in v]
+        if v is None or isinstance(v, (bool, int)) or (
+                isinstance(v, float) and math.isfinite(v)):
+            return v
+        return walk(str(v))
+
+    try:
+        out = walk(dict(value)) if isinstance(value, Mapping) else {}
+    except RecursionError:
+        return {}, ["dropped metadata nested too deeply"]
+    return out, sorted(set(notes))
+
+
+def clean_passage(p: Passage, max_chars: int) -> Passage:
+    """``p`` made storable (text, title, id and metadata, like ``clean_text``; the text cut
+    to ``max_chars``), with what changed under ``metadata["dhrag_cleaned"]``; ``p`` itself
+    when nothing had to change."""
+    text, notes = clean_text(p.text, max_chars)
+    title, n = clean_text(p.title if isinstance(p.title, str) else str(p.title))
+    notes += [f"title: {x}" for x in n]
+    pid = p.id
+    if pid is not None:
+        pid, n = clean_text(pid if isinstance(pid, str) else str(pid))
+        notes += [f"id: {x}" for x in n]
+    try:
+        json.dumps(dict(p.metadata), ensure_ascii=False).encode("utf-8")
+        meta: dict[str, Any] = dict(p.metadata)
+    except (TypeError, ValueError, RecursionError):
+        meta, n = clean_json(p.metadata)
+        notes += [f"metadata: {x}" for x in n] or ["metadata: made JSON-safe"]
+    if not notes:
+        return p
+    earlier = meta.get(CLEANED_KEY)
+    meta[CLEANED_KEY] = "; ".join(([earlier] if isinstance(earlier, str) else []) + notes)
+    return replace(p, text=text, title=title, id=pid, metadata=meta)

@@ -204,6 +204,57 @@ def test_a_damaged_cache_of_the_right_shape_is_not_used(tmp_path: Path) -> None:
     assert reread.encoded == 0  # the rebuilt cache is trusted again
 
 
+def test_deeply_nested_jsonl_line_is_a_line_numbered_error(tmp_path: Path) -> None:
+    path = tmp_path / "deep.jsonl"
+    path.write_text('{"id": "a", "text": "ok"}\n' + "[" * 200_000 + "]" * 200_000 + "\n")
+    with pytest.raises(ValueError, match=rf"{re.escape(str(path))}:2: .*nested too deeply"):
+        load_passages(path)
+
+
+def test_cache_file_whose_header_claims_a_huge_array_is_rebuilt(tmp_path: Path) -> None:
+    """A 64-byte .npy claiming shape (10**9, 256) raised MemoryError instead of being ignored."""
+    cache = tmp_path / "vectors"
+    first = embed_cached(["a", "b"], CountingEmbedder(), cache_dir=cache, progress=False)
+    [path] = cache.glob("*.npy")
+    with path.open("wb") as f:
+        np.lib.format.write_array_header_1_0(
+            f, {"descr": "<f4", "fortran_order": False, "shape": (10**9, 256)})
+    again = CountingEmbedder()
+    vec = embed_cached(["a", "b"], again, cache_dir=cache, progress=False)
+    assert again.encoded == 2 and np.array_equal(vec, first)
+
+
+def test_passages_the_kb_accepts_are_recorded_without_losing_the_turn(tmp_path: Path) -> None:
+    """A NUL from a PDF loader, a base64 image in a .md, a lone surrogate, a 1.2M-character
+    JSONL text: cleaned or cut at ingestion as at recording, noted, and every turn that
+    retrieves one is stored (issue 18, item 4)."""
+    from dhrag_core import DHRAG
+
+    root = tmp_path / "kb"
+    root.mkdir()
+    (root / "scan.txt").write_text("Invoices from the scanner\x00 list the totals.\n")
+    (root / "image.md").write_text("# Logo\n\nThe logo image:\n\n![logo](data:image/png;base64,"
+                                   + "QUJD" * 300_000 + ")\n")
+    rows = [{"id": "sur", "text": "Caf\udce9 menus list the prices.", "title": "T\ud800"},
+            {"id": "big", "text": "Gigantic export " + "word " * 240_000}]
+    (root / "more.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    emb = HashingEmbedder(64)
+    passages = load_passages(root)  # a folder: the .jsonl is not read from it
+    passages += load_passages(root / "more.jsonl")
+    notes = {p.id: p.metadata.get("dhrag_cleaned", "") for p in passages}
+    assert "removed 1 NUL" in notes["scan.txt#0"] and "cut from" in notes["image.md#0"]
+    assert "lone surrogates" in notes["sur"] and "cut from 1,200,016" in notes["big"]
+    kb = load_kb(root / "more.jsonl", emb, cache_dir=tmp_path / "cache", progress=False)
+    rag = DHRAG(kb, embedder=emb, store=f"sqlite:///{tmp_path / 'h.db'}")
+    for q in ["What do café menus list?", "What is in the gigantic export?"]:
+        rag.record("s", q, "an answer", selection=rag.select("s", q))
+    assert rag.history.size("s") == 2
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text(json.dumps({"id": "a\u0000b", "text": "ok"}) + "\n")
+    with pytest.raises(ValueError, match=rf"{re.escape(str(bad))}:1: 'id' holds a NUL"):
+        load_passages(bad)
+
+
 # -- the chat command ----------------------------------------------------------------------
 
 
@@ -419,3 +470,140 @@ def test_chat_with_minilm(tmp_path: Path, kb: Path) -> None:
     assert "Great Wall" in answers[0] and "21,196 km" in answers[1]
     assert out.count("source: [great_wall.md] great_wall.md#0") == 2
     assert "1. weight=" in out and "kb [great_wall.md]" in block(out, "trace of")
+
+
+def interactive(tmp_path: Path, kb: Path, steps: list[tuple[bytes, bytes]],
+                *args: str) -> bytes:
+    """Drive ``dhrag chat`` on a pseudo-terminal: send each line, wait for its text; Ctrl-D."""
+    pty = pytest.importorskip("pty")
+    import select
+    import time
+
+    env = {"PATH": os.environ.get("PATH", ""), "HOME": str(tmp_path), "TERM": "dumb",
+           "DHRAG_CACHE": str(tmp_path / "cache"), "XDG_DATA_HOME": str(tmp_path / "data")}
+    main_fd, sub_fd = pty.openpty()
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "dhrag_core.cli", "chat", "--kb", str(kb), "--embedder",
+         "hashing", *args],
+        stdin=sub_fd, stdout=sub_fd, stderr=sub_fd, env=env, cwd=REPO, close_fds=True,
+        start_new_session=True)
+    os.close(sub_fd)
+    seen = b""
+
+    def expect(text: bytes, seconds: float = 30) -> None:
+        nonlocal seen
+        deadline = time.monotonic() + seconds
+        while text not in seen and time.monotonic() < deadline:
+            if select.select([main_fd], [], [], 0.1)[0]:
+                try:
+                    data = os.read(main_fd, 4096)
+                except OSError:
+                    data = b""
+                if not data:
+                    break
+                seen += data
+        assert text in seen, seen.decode(errors="replace")
+
+    try:
+        expect(b"you> ")
+        for line, wait in steps:
+            os.write(main_fd, line + b"\r")
+            expect(wait)
+            expect(b"you> ")
+        for attempt in range(5):
+            time.sleep(0.3)
+            os.write(main_fd, b"\x04")
+            try:
+                expect(b"bye", 2)
+                break
+            except AssertionError:
+                if attempt == 4:
+                    raise
+        assert proc.wait(timeout=30) == 0
+    finally:
+        proc.kill()
+        os.close(main_fd)
+    return seen
+
+
+def test_reset_forgets_the_typed_questions_in_the_line_history(tmp_path: Path, kb: Path) -> None:
+    """After /reset, no question of the session stays in the shared line-editing history,
+    neither from this process nor from an earlier one (issue 18, item 9)."""
+    store = ["--store", f"sqlite:///{tmp_path / 'chat.db'}"]
+    history = tmp_path / "data" / "dhrag" / "chat_history"
+    interactive(tmp_path, kb, [(b"Where do guinea pigs sleep zebra?", b"[guinea_pigs.txt]")],
+                *store)
+    assert "zebra" in history.read_text()
+    interactive(tmp_path, kb, [(b"How long is the Great Wall okapi?", b"dhrag>"),
+                               (b"/reset", b"forgot session")], *store)
+    text = history.read_text()
+    assert "zebra" not in text and "okapi" not in text
+
+
+@pytest.mark.parametrize("form", ["userinfo", "query"])
+def test_llm_credentials_in_the_url_are_never_printed(
+    tmp_path: Path, kb: Path, fake_llm: FakeOpenAI, form: str
+) -> None:
+    """Banner, fallback notes (stdout) and warnings (stderr) show the URL masked (item 2)."""
+    secret = "S3cr#t?pw"
+    host = fake_llm.url.removeprefix("http://")
+    url = (f"http://alice:{secret}@{host}" if form == "userinfo"
+           else f"{fake_llm.url}?api_key={secret}")
+    fake_llm.replies += [(500, ""), (500, "")]
+    env = {"PATH": os.environ.get("PATH", ""), "HOME": str(tmp_path),
+           "DHRAG_CACHE": str(tmp_path / "cache"), "XDG_DATA_HOME": str(tmp_path / "data")}
+    proc = subprocess.run(
+        [sys.executable, "-m", "dhrag_core.cli", "chat", "--kb", str(kb), "--embedder",
+         "hashing", "--store", "memory", "--base-url", url, "--model", "m", "--api-key",
+         "sk-never-shown"],
+        input="How long is the Great Wall?\nWhere do guinea pigs sleep?\n", capture_output=True,
+        text=True, timeout=120, env=env, cwd=REPO)
+    assert proc.returncode == 0, proc.stderr
+    both = proc.stdout + proc.stderr
+    assert "LLM failed" in proc.stdout and "answers: LLM m at http://" in proc.stdout
+    for leak in (secret, "S3cr", "sk-never-shown", "S3cr%23t"):
+        assert leak not in both, both
+    assert "***" in proc.stdout
+
+
+def test_terminal_escapes_from_the_kb_are_shown_not_acted_on(tmp_path: Path) -> None:
+    """A knowledge-base file holding ESC ] 0;... (retitle the window) and ESC [2J (clear the
+    screen): the chat prints them escaped (issue 18, item 10)."""
+    root = tmp_path / "kb"
+    root.mkdir()
+    (root / "evil.txt").write_text("The tower\x1b]0;pwned\x07 is 300 m tall.\x1b[2J Really "
+                                   "\u202etall\u202c.\n")
+    out = chat(tmp_path, root, "How tall is the tower?\n/trace\n")
+    assert "\x1b" not in out and "\x07" not in out and "\u202e" not in out
+    assert "\\x1b]0;pwned\\x07" in out and "\\x1b[2J" in out
+
+
+def test_store_urls_are_printed_as_they_can_be_pasted_back(
+    tmp_path: Path, kb: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``sqlite:///rel/x.db`` is relative: printed as the absolute file it is, and /save
+    offers a URL (four slashes) that opens the same file from anywhere (issue 18, item 13)."""
+    from dhrag_core.store import SQLiteStore, open_store
+
+    monkeypatch.setenv("DHRAG_CACHE", str(tmp_path / "cache"))
+    monkeypatch.chdir(tmp_path)
+    args = build_parser().parse_args(["chat", "--kb", str(kb), "--embedder", "hashing",
+                                      "--store", "sqlite:///rel/x.db"])
+    out = io.StringIO()
+    assert run_chat(args, io.StringIO("Where do guinea pigs sleep?\n/save\n"), out) == 0
+    text = out.getvalue()
+    path = tmp_path / "rel" / "x.db"
+    assert path.is_file() and f"in SQLite file {path};" in text
+    url = re.search(r"--store (\S+)", text.split("session 'default' is saved", 1)[1])
+    assert url is not None and url.group(1) == f"sqlite:///{path}"  # sqlite:////tmp/...
+    monkeypatch.chdir(REPO)
+    store = open_store(url.group(1))
+    assert isinstance(store, SQLiteStore) and store.path == path and store.sessions()
+    store.close()
+    help_text = io.StringIO()
+    build_parser().parse_args(["chat", "--kb", "x"])  # parses
+    import contextlib
+
+    with contextlib.redirect_stdout(help_text), pytest.raises(SystemExit):
+        build_parser().parse_args(["chat", "--help"])
+    assert "four slashes" in " ".join(help_text.getvalue().split())

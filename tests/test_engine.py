@@ -216,3 +216,50 @@ def test_text_only_passages_are_encoded_once_per_conversation() -> None:
     passage_texts = {p.text for p in KB}
     encoded = [t for t in seen if t in passage_texts]
     assert len(encoded) == len(set(encoded)), "a passage is embedded at most once"
+
+
+def test_passage_vector_cache_is_safe_across_threads() -> None:
+    """16 threads over a small LRU: a key evicted between another thread's lookup and its
+    ``move_to_end`` raised ``KeyError`` (issue 18)."""
+    import random
+    import sys
+    import threading
+    import time
+    from collections import OrderedDict
+
+    class Slow(OrderedDict[str, np.ndarray]):
+        """Yields to other threads right after a lookup, where the race was."""
+
+        def get(self, key, default=None):  # type: ignore[no-untyped-def, override]
+            found = super().get(key, default)
+            time.sleep(0.0002)
+            return found
+
+    emb = HashingEmbedder(64)
+    rag = DHRAG(TextOnly(FaissKnowledgeBase(KB, emb)), embedder=emb, vector_cache_size=6)
+    rag._vector_cache = Slow()
+    texts = [Passage(text=f"passage number {i} about walls", id=f"p{i}") for i in range(8)]
+    errors: list[BaseException] = []
+
+    def work(seed: int) -> None:
+        rng = random.Random(seed)
+        try:
+            for _ in range(60):
+                batch = rng.sample(texts, 4)
+                got = rag._passage_vectors(batch)
+                assert len(got) == 4
+        except BaseException as exc:  # collected for the assertion
+            errors.append(exc)
+
+    interval = sys.getswitchinterval()
+    sys.setswitchinterval(1e-6)
+    try:
+        threads = [threading.Thread(target=work, args=(i,)) for i in range(16)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+    finally:
+        sys.setswitchinterval(interval)
+    assert not errors, repr(errors[:3])
+    assert len(rag._vector_cache) <= 6

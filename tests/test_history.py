@@ -178,8 +178,12 @@ BAD_ADDS = [
     ({"response": "y" * 10_000_000}, ValueError, "response"),
     ({"passages": "one string"}, TypeError, "passages"),
     ({"passages": [None]}, TypeError, r"passages\[0\]"),
-    ({"passages": ["ok", "x" * 2_000_000]}, ValueError, r"passages\[1\]"),
-    ({"metadata": {"x": object()}}, TypeError, "metadata"),
+    ({"metadata": {"x": object()}}, TypeError, r"metadata\['x'\] must be JSON data"),
+    ({"metadata": {1: "one"}}, TypeError, "metadata keys must be str, got int"),
+    ({"metadata": {"k": ["caf\udce9"]}}, ValueError, r"metadata\['k'\]\[0\] is not valid Unicode"),
+    ({"metadata": {"blob": "x" * 30_000_000}}, ValueError, "Settings.max_metadata_chars"),
+    ({"metadata": {"x": float("nan")}}, ValueError, r"metadata\['x'\]"),
+    ({"metadata": "not a mapping"}, TypeError, "metadata must be a mapping"),
     ({"query_vector": np.ones(3)}, ValueError, "query_vector"),
     ({"query_vector": np.full(256, np.nan)}, ValueError, "query_vector"),
     ({"session_id": ""}, ValueError, "session_id"),
@@ -265,3 +269,111 @@ def test_threads_on_many_sessions_lose_nothing_and_leak_nothing(
     for u in range(6):
         indexes = [t.index for t in db.turns(f"user{u}")]
         assert indexes == list(range(40)), "every turn kept, numbered in order"
+
+
+# -- bounded in-memory sessions (issue 18, item 3) ---------------------------------------
+
+
+def test_sessions_in_memory_are_bounded_and_reloaded_from_the_store(tmp_path: Path) -> None:
+    db = HistoryDatabase(embedder=HashingEmbedder(64), store=f"sqlite:///{tmp_path / 'h.db'}",
+                         settings=Settings(max_sessions_in_memory=8))
+    for round_ in range(2):
+        for i in range(40):
+            db.add(f"user{i}", f"question {round_} of user {i}", [f"passage {i}"], "answer")
+            assert len(db._sessions) <= 8
+    assert list(db._sessions) == [f"user{i}" for i in range(32, 40)]  # least recently used out
+    for i in range(40):  # evicted sessions come back whole from the store
+        assert [t.query for t in db.turns(f"user{i}")] == [
+            f"question 0 of user {i}", f"question 1 of user {i}"]
+        assert db.select(f"user{i}", "question")[0].turn.session_id == f"user{i}"
+    db.close()
+
+
+def test_reading_unknown_sessions_allocates_nothing_lasting() -> None:
+    import tracemalloc
+
+    db = HistoryDatabase(embedder=HashingEmbedder(64))
+    db.add("known", "How long is the wall?", ["21,196 km"], "21,196 km.")
+    db.select("probe", "warm up")
+    tracemalloc.start()
+    base = tracemalloc.get_traced_memory()[0]
+    for i in range(2_000):
+        assert db.select(f"stranger{i}", "anything?") == []
+        assert db.search(f"stranger{i}", "anything?") == [] and db.size(f"stranger{i}") == 0
+    grown = tracemalloc.get_traced_memory()[0] - base
+    tracemalloc.stop()
+    assert list(db._sessions) == ["known"] and db.store.sessions() == ["known"]
+    assert grown < 200_000, f"{grown:,} bytes kept after 2,000 reads of unknown sessions"
+
+
+def test_deleting_sessions_frees_their_memory() -> None:
+    db = HistoryDatabase(embedder=HashingEmbedder(64))
+    for i in range(50):
+        db.add(f"u{i}", "What is the capital of France?", ["Paris"], "Paris.")
+    assert len(db._sessions) == 50
+    for i in range(50):
+        db.delete_session(f"u{i}")
+    assert not db._sessions and db.store.sessions() == []
+
+
+def test_max_sessions_in_memory_is_validated() -> None:
+    with pytest.raises(ValueError, match="max_sessions_in_memory"):
+        Settings(max_sessions_in_memory=0)
+    with pytest.raises(TypeError, match="max_sessions_in_memory"):
+        Settings(max_sessions_in_memory=2.5)  # type: ignore[arg-type]
+
+
+def test_many_sessions_benchmark_stays_within_the_bound(tmp_path: Path) -> None:
+    import json
+
+    from benchmarks.many_sessions import main
+
+    out = tmp_path / "many.json"
+    assert main(["--sessions", "1200", "--turns", "2", "--group", "50", "--bound", "40",
+                 "--json", str(out)]) == 0
+    result = json.loads(out.read_text())
+    assert result["stored_sessions"] == 1200 and result["embedder"] == "HashingEmbedder"
+    assert all(r["in_memory"] <= 40 for r in result["checkpoints"])
+    assert [r["sessions"] for r in result["checkpoints"]] == [1000, 1200]
+
+
+# -- passages a retriever returned never cost the turn (issue 18, items 4 and 12) ------------
+
+
+def test_unstorable_passages_are_cleaned_and_the_turn_is_kept(tmp_path: Path) -> None:
+    db = HistoryDatabase(embedder=HashingEmbedder(64), store=f"sqlite:///{tmp_path / 'h.db'}",
+                         settings=Settings(max_text_chars=1_000))
+    passages = [
+        Passage(text="from a PDF loader\x00 with a NUL", id="pdf#0"),
+        "data:image/png;base64," + "A" * 5_000,
+        Passage(text="caf\udce9 menu", id="id\udce9", title="T\udce9",
+                metadata={"page": 3, "raw": b"bytes", 7: "int key"}),
+        "an ordinary passage",
+    ]
+    result = db.add("s", "What does the file say?", passages, "It says hello.")
+    [turn] = db.turns("s")  # stored in SQLite, reloaded from it by a second database
+    again = HistoryDatabase(embedder=HashingEmbedder(64), store=f"sqlite:///{tmp_path / 'h.db'}")
+    [stored] = again.turns("s")
+    assert result.turn.turn_id == turn.turn_id == stored.turn_id
+    texts = [p.text for p in stored.passages]
+    assert texts[0] == "from a PDF loader with a NUL" and len(texts[1]) == 1_000
+    assert texts[2] == "caf\ufffd menu" and texts[3] == "an ordinary passage"
+    assert stored.passages[2].id == "id\ufffd" and stored.passages[2].title == "T\ufffd"
+    assert stored.passages[2].metadata["7"] == "int key"
+    notes = [p.metadata.get("dhrag_cleaned", "") for p in stored.passages]
+    assert "removed 1 NUL" in notes[0] and "cut from 5,022 to 1,000 characters" in notes[1]
+    assert "lone surrogates" in notes[2] and "id:" in notes[2] and notes[3] == ""
+
+
+def test_cleaning_is_shown_in_the_trace(tmp_path: Path) -> None:
+    from dhrag_core import DHRAG, FaissKnowledgeBase
+
+    emb = HashingEmbedder(64)
+    kb = FaissKnowledgeBase([Passage(text="Guinea pigs\x00 sleep in burrows.", id="g")], emb)
+    rag = DHRAG(kb, embedder=emb, store=f"sqlite:///{tmp_path / 'h.db'}")
+    sel = rag.select("s", "Where do guinea pigs sleep?")
+    rag.record("s", sel.query, "In burrows.", selection=sel)
+    later = rag.select("s", "Where do guinea pigs sleep?")
+    assert kb.passages[0].text == "Guinea pigs sleep in burrows."  # cleaned at ingestion
+    assert [r["cleaned"] for r in sel.trace()] == ["removed 1 NUL characters"]
+    assert all("removed 1 NUL" in r["cleaned"] for r in later.trace())

@@ -328,3 +328,20 @@ def test_engine_with_llm_rewriter_end_to_end(fake_llm: FakeOpenAI) -> None:
     assert "User: What is the Great Wall of China built of?" in prompt
     assert "Assistant: Stone, brick and earth." in prompt
     assert "21,196" in sel.context[0].passage.text
+
+
+def test_repr_and_errors_mask_url_credentials() -> None:
+    from dhrag_core.llm import OpenAICompatibleLLM
+
+    llm = OpenAICompatibleLLM("http://bob:pa#ss?w@127.0.0.1:9/v1?api_key=k3y-value", "m",
+                              env={})
+    assert "pa#ss" not in repr(llm) and "k3y-value" not in repr(llm)
+    assert llm.shown_url == "http://bob:***@127.0.0.1:9/v1?api_key=***"
+    assert "k3y" not in llm._scrub("bad key k3y-value and pa#ss?w in pieces: pa, ss?w")
+
+
+def test_a_secret_query_value_is_masked_whole() -> None:
+    from dhrag_core.redact import redact_url
+
+    assert redact_url("http://h/v1?api_key=k#y?v&x=1") == "http://h/v1?api_key=***&x=1"
+    assert redact_url("http://h/v1?token=a/b#c") == "http://h/v1?token=***"

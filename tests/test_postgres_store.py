@@ -7,6 +7,7 @@ import subprocess
 import sys
 import threading
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 from pg_support import TABLES, start_server
@@ -37,6 +38,40 @@ def test_redact_dsn() -> None:
     assert redact_dsn("host=h port=5 password='a b' user=u") == "host=h port=5 password=*** user=u"
     assert redact_dsn("host=h password=x") == "host=h password=***"
     assert redact_dsn("postgresql://h/db") == "postgresql://h/db"
+
+
+HARD_PASSWORDS = ["pa#ss", "pa?ss", "a#b?c/d", "x@y#z", "s3cr%23t?"]
+
+
+@pytest.mark.parametrize("secret", HARD_PASSWORDS)
+def test_redact_dsn_hides_passwords_with_url_delimiters(secret: str) -> None:
+    """``#`` and ``?`` are valid in a libpq password; urlsplit cut the URL there first."""
+    dsn = f"postgresql://bob:{secret}@db.example:5433/h?sslmode=require"
+    assert redact_dsn(dsn) == "postgresql://bob:***@db.example:5433/h?sslmode=require"
+    assert secret not in redact_dsn(f"postgres://bob@h/db?password={secret}")
+    assert secret not in repr(PostgresStore(dsn))
+
+
+@pytest.mark.parametrize("secret", HARD_PASSWORDS)
+def test_unavailable_error_hides_passwords_with_url_delimiters(secret: str) -> None:
+    dsn = f"postgresql://bob:{secret}@127.0.0.1:{closed_port()}/nowhere"
+    with pytest.raises(StoreUnavailableError) as info:
+        PostgresStore(dsn, timeout=2).version("s")
+    assert secret not in str(info.value) and "bob:***@127.0.0.1" in str(info.value)
+
+
+@pytest.mark.parametrize("command", ["chat", "demo"])
+def test_cli_store_errors_hide_the_password(command: str, tmp_path: Path) -> None:
+    kb = tmp_path / "kb.txt"
+    kb.write_text("The Great Wall is long.", encoding="utf-8")
+    extra = ["--embedder", "hashing", "--kb", str(kb)] if command == "chat" else []
+    dsn = f"postgresql://bob:top#se?cret@127.0.0.1:{closed_port()}/db"
+    proc = subprocess.run([sys.executable, "-m", "dhrag_core.cli", command, *extra,
+                           "--store", dsn], capture_output=True, text=True, timeout=120,
+                          check=False, stdin=subprocess.DEVNULL)
+    assert proc.returncode == 2, proc.stderr
+    assert "top#se?cret" not in proc.stdout + proc.stderr and "se?cret" not in proc.stderr
+    assert "bob:***@127.0.0.1" in proc.stderr and "Traceback" not in proc.stderr
 
 
 def test_dsn_is_required(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -7,6 +7,7 @@ on every backend, also after the store is closed and reopened ("restart").
 
 from __future__ import annotations
 
+import sqlite3
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -153,10 +154,11 @@ def test_sessions_are_isolated(backend: Backend) -> None:
     assert store.sessions() == ["alice", "bob", "carol"]
     assert store.load("alice")[0][0].index == 0 and store.load("bob")[0][0].index == 5
     alice_version = store.version("alice")
+    bob_version = store.version("bob")
     store.delete_session("bob")
     assert store.sessions() == ["alice", "carol"]
     assert store.load("bob")[0] == [] and store.get_state("bob", "x") is None
-    assert store.version("bob") > 0, "deletion must still change the version seen by caches"
+    assert store.version("bob") != bob_version, "deletion must change the version caches see"
     assert store.load("alice")[0][0].turn_id == "same-id"
     assert store.get_state("alice", "x") == b"a" and store.version("alice") == alice_version
     store.delete_session("never-written")
@@ -164,6 +166,59 @@ def test_sessions_are_isolated(backend: Backend) -> None:
     with pytest.raises(ValueError, match="belongs to session"):
         store.apply("alice", upsert=[make_turn("bob", "c", 1)])
     assert store.version("alice") == alice_version
+
+
+def rows_naming(backend: Backend, store: HistoryStore, session_id: str) -> list[str]:
+    """Tables (or, in memory, the dict) that still hold the session id."""
+    tables = ("dhrag_turns", "dhrag_state", "dhrag_log", "dhrag_sessions")
+    if isinstance(store, MemoryStore):
+        return ["_sessions"] if session_id in store._sessions else []
+    if isinstance(store, SQLiteStore):
+        conn = sqlite3.connect(store.path)
+        try:
+            return [t for t in tables if conn.execute(
+                f"SELECT count(*) FROM {t} WHERE session_id=?", (session_id,)).fetchone()[0]]
+        finally:
+            conn.close()
+    import psycopg
+
+    assert isinstance(store, PostgresStore)
+    with psycopg.connect(store.dsn) as conn:
+        return [t for t in tables if conn.execute(
+            f"SELECT count(*) FROM {t} WHERE session_id=%s", (session_id,)).fetchone()[0]]
+
+
+def test_delete_leaves_no_row_naming_the_session(backend: Backend) -> None:
+    """Privacy: the session id itself is gone (issue 18, item 9), and a re-created session
+    is never mistaken by a cache for the deleted one."""
+    store = backend.open()
+    for i in range(3):
+        store.apply("secret-user@example.com", upsert=[make_turn("secret-user@example.com",
+                                                                 f"t{i}", i)], state={"k": b"v"})
+    store.apply("other", upsert=[make_turn("other", "t", 0)])
+    old = store.version("secret-user@example.com")
+    store.delete_session("secret-user@example.com")
+    assert rows_naming(backend, store, "secret-user@example.com") == []
+    assert store.version("secret-user@example.com") == 0 and store.sessions() == ["other"]
+    again = store.apply("secret-user@example.com",
+                        upsert=[make_turn("secret-user@example.com", "new", 0)])
+    assert again > old + 1, "a re-created session starts above the deleted one's versions"
+    assert store.changes("secret-user@example.com", old) is None
+
+
+def test_a_cache_never_takes_a_re_created_session_for_the_deleted_one(
+    backend: Backend,
+) -> None:
+    emb = HashingEmbedder(dimension=64)
+    a = HistoryDatabase(embedder=emb, store=backend.open())
+    b = HistoryDatabase(embedder=emb, store=backend.open())
+    a.add("s", "How long is the Great Wall?", ["21,196 km"], "21,196 km.")
+    assert [t.query for t in b.turns("s")] == ["How long is the Great Wall?"]  # b caches it
+    a.delete_session("s")
+    a.add("s", "Where do guinea pigs sleep?", ["In burrows."], "In burrows.")
+    assert [t.query for t in b.turns("s")] == ["Where do guinea pigs sleep?"]
+    assert {h.turn.query for h in b.select("s", "Great Wall length")} == {
+        "Where do guinea pigs sleep?"}
 
 
 def test_reopen_keeps_everything(backend: Backend) -> None:

@@ -5,9 +5,10 @@ from dhrag_core.store.base import (
     HistoryStore,
     IncrementalStore,
     StaleSessionError,
+    StoreUnavailableError,
 )
 from dhrag_core.store.memory import MemoryStore
-from dhrag_core.store.postgres import PostgresStore, StoreUnavailableError, redact_dsn
+from dhrag_core.store.postgres import PostgresStore, redact_dsn
 from dhrag_core.store.sqlite import SQLiteStore
 
 __all__ = [
@@ -27,7 +28,8 @@ _URL_FORMS = "'memory', 'sqlite:///path/to/file.db' or 'postgresql://user:passwo
 
 
 def open_store(url: str | None) -> HistoryStore:
-    """A store from a URL: ``memory`` (or None), ``sqlite:///path/to/file.db``, or
+    """A store from a URL: ``memory`` (or None), ``sqlite:///path/to/file.db`` (relative to
+    the current folder; ``sqlite:////abs/path.db`` for an absolute path), or
     ``postgresql://user:password@host:port/dbname`` (also ``postgres://``; needs
     ``pip install dhrag[postgres]``)."""
     if url is None or url == "memory":

@@ -9,7 +9,7 @@ from dhrag_core.records import Turn
 
 __all__ = [
     "LOG_KEEP", "CorruptStoreError", "HistoryStore", "IncrementalStore", "StaleSessionError",
-    "check_owned", "in_log", "net_changes",
+    "StoreUnavailableError", "check_owned", "in_log", "net_changes",
 ]
 
 LOG_KEEP = 64
@@ -17,15 +17,23 @@ LOG_KEEP = 64
 
 UPSERT, DELETE, MARK, RESET = 0, 1, 2, 3
 """Change-log operations: a turn written, a turn deleted, a version with no turn change, the
-session deleted (no incremental catch-up across it)."""
+session deleted (no incremental catch-up across it; written by earlier versions, which kept a
+deleted session's row: ``delete_session`` now removes every row and raises a version floor)."""
 
 
 class StaleSessionError(RuntimeError):
     """Another writer changed the session since it was read; reload and retry."""
 
 
+class StoreUnavailableError(RuntimeError, ConnectionError):
+    """The store cannot be reached or written now (server down, bad DSN, disk full, a file
+    that cannot be opened); the message names the store (password masked) and the cause.
+    What the failed call was writing was rolled back; committed data is intact."""
+
+
 class CorruptStoreError(ValueError):
-    """The store's file, or a turn stored in it, is damaged; the message names which.
+    """The store's file, or a turn stored in it, is damaged (or the file is not a dhrag
+    store); the message names which.
 
     Nothing is repaired or overwritten: move the file aside (or restore a backup) and start
     again, or delete the named session.

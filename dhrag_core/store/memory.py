@@ -11,7 +11,6 @@ from dhrag_core.store.base import (
     DELETE,
     LOG_KEEP,
     MARK,
-    RESET,
     UPSERT,
     StaleSessionError,
     check_owned,
@@ -36,6 +35,7 @@ class MemoryStore:
     def __init__(self) -> None:
         self._sessions: dict[str, _Session] = {}
         self._lock = threading.Lock()
+        self._floor = 0  # versions of deleted sessions stay below it (see delete_session)
 
     def load(self, session_id: str) -> tuple[list[Turn], int]:
         with self._lock:
@@ -60,11 +60,13 @@ class MemoryStore:
     ) -> int:
         check_owned(session_id, upsert)
         with self._lock:
-            s = self._sessions.get(session_id) or _Session()
-            if expected_version is not None and s.version != expected_version:
+            found = self._sessions.get(session_id)
+            current = 0 if found is None else found.version
+            if expected_version is not None and current != expected_version:
                 raise StaleSessionError(
-                    f"session {session_id!r} is at version {s.version}, expected {expected_version}"
+                    f"session {session_id!r} is at version {current}, expected {expected_version}"
                 )
+            s = found or _Session(version=self._floor)  # a new one starts above deleted ones
             for t in upsert:
                 s.turns[t.turn_id] = t
             for turn_id in delete:
@@ -101,13 +103,11 @@ class MemoryStore:
             return None if s is None else s.state.get(key)
 
     def delete_session(self, session_id: str) -> None:
+        """Forget the session, its id included; a re-created one starts above its versions."""
         with self._lock:
-            s = self._sessions.get(session_id)
+            s = self._sessions.pop(session_id, None)
             if s is not None:
-                # the version survives, so caches elsewhere see the deletion as a change
-                self._sessions[session_id] = _Session(
-                    version=s.version + 1, log=[(s.version + 1, "", RESET)]
-                )
+                self._floor = max(self._floor, s.version + 1)
 
     def sessions(self) -> list[str]:
         with self._lock:

@@ -9,20 +9,19 @@ into ``StaleSessionError`` (``HistoryDatabase.add`` reloads and retries).
 from __future__ import annotations
 
 import os
-import re
 import threading
 from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, TypeVar
-from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 from dhrag_core.records import Turn
+from dhrag_core.redact import redact_url, url_secrets
 from dhrag_core.store.base import (
     DELETE,
     LOG_KEEP,
     MARK,
-    RESET,
     UPSERT,
     StaleSessionError,
+    StoreUnavailableError,
     check_owned,
     in_log,
     net_changes,
@@ -98,48 +97,10 @@ _LOAD = (
 T = TypeVar("T")
 
 
-class StoreUnavailableError(RuntimeError, ConnectionError):
-    """The database cannot be reached (bad DSN, server down or restarting); safe to retry."""
-
-
-_KV_PASSWORD = re.compile(r"(\bpassword\s*=\s*)('(?:[^'\\]|\\.)*'|\S+)", re.IGNORECASE)
-
-
 def redact_dsn(dsn: str) -> str:
-    """The DSN with any password replaced by ``***`` (URL or ``key=value`` form)."""
-    if "://" not in dsn:
-        return _KV_PASSWORD.sub(r"\1***", dsn)
-    try:
-        parts = urlsplit(dsn)
-    except ValueError:
-        return re.sub(r"//[^@/]*@", "//***@", dsn)
-    netloc = parts.netloc
-    if "@" in netloc:
-        userinfo, host = netloc.rsplit("@", 1)
-        if ":" in userinfo:
-            userinfo = userinfo.split(":", 1)[0] + ":***"
-        netloc = f"{userinfo}@{host}"
-    query = parts.query
-    if query:
-        pairs = parse_qsl(query, keep_blank_values=True)
-        if any(k.lower() == "password" for k, _ in pairs):
-            query = urlencode([(k, "***" if k.lower() == "password" else v) for k, v in pairs],
-                              safe="*")
-    return urlunsplit((parts.scheme, netloc, parts.path, query, parts.fragment))
-
-
-def _password(dsn: str) -> str | None:
-    if "://" in dsn:
-        try:
-            parts = urlsplit(dsn)
-        except ValueError:
-            return None
-        for k, v in parse_qsl(parts.query):
-            if k.lower() == "password":
-                return v
-        return parts.password
-    m = _KV_PASSWORD.search(dsn)
-    return m.group(2).strip("'") if m else None
+    """The DSN with any password replaced by ``***`` (URL or ``key=value`` form; a password
+    holding ``#``, ``?`` or ``/`` included)."""
+    return redact_url(dsn)
 
 
 def _import_psycopg() -> None:
@@ -201,8 +162,9 @@ class PostgresStore:
     # -- connections -----------------------------------------------------------------------
 
     def _scrub(self, text: str) -> str:
-        secret = _password(self.dsn)
-        return text.replace(secret, "***") if secret else text
+        for secret in url_secrets(self.dsn):
+            text = text.replace(secret, "***")
+        return text
 
     def _unavailable(self, exc: BaseException, what: str = "") -> StoreUnavailableError:
         reason = self._scrub(str(exc).strip() or type(exc).__name__)
@@ -345,19 +307,27 @@ class PostgresStore:
             committing = False
             try:
                 # pipelined: lock + read, then all writes, then COMMIT -- three round trips
+                # (a new session: two more)
                 with conn.pipeline(), conn.transaction():
-                    conn.execute(
-                        "INSERT INTO dhrag_sessions VALUES (%s, 0) ON CONFLICT DO NOTHING",
-                        (session_id,),
-                    )
-                    row = conn.execute(
-                        "SELECT version FROM dhrag_sessions WHERE session_id = %s FOR UPDATE",
-                        (session_id,),
-                    ).fetchone()
-                    assert row is not None
-                    if expected_version is not None and int(row[0]) != expected_version:
+                    lock = "SELECT version FROM dhrag_sessions WHERE session_id = %s FOR UPDATE"
+                    row = conn.execute(lock, (session_id,)).fetchone()
+                    created = None
+                    if row is None:
+                        # a new session starts above every deleted one's versions; read in a
+                        # statement after the lock, so a deletion that just committed is seen
+                        created = conn.execute(
+                            "INSERT INTO dhrag_sessions SELECT %s, COALESCE((SELECT "
+                            "value::bigint FROM dhrag_meta WHERE key = 'version_floor'), 0) "
+                            "ON CONFLICT DO NOTHING RETURNING version",
+                            (session_id,),
+                        ).fetchone()
+                        row = conn.execute(lock, (session_id,)).fetchone()
+                    if row is None:
+                        raise StaleSessionError(f"session {session_id!r} was deleted meanwhile")
+                    current = 0 if created is not None else int(row[0])
+                    if expected_version is not None and current != expected_version:
                         raise StaleSessionError(
-                            f"session {session_id!r} is at version {row[0]}, "
+                            f"session {session_id!r} is at version {current}, "
                             f"expected {expected_version}"
                         )
                     version = int(row[0]) + 1
@@ -439,20 +409,23 @@ class PostgresStore:
         return self._run(read, idempotent=True)
 
     def delete_session(self, session_id: str) -> None:
+        """Remove every row naming the session (turns, state, version, change log); the
+        store's ``version_floor`` rises above its versions (see ``SQLiteStore``)."""
         def write(conn: Connection[Any]) -> None:
             with conn.transaction():
-                conn.execute("DELETE FROM dhrag_turns WHERE session_id = %s", (session_id,))
-                conn.execute("DELETE FROM dhrag_state WHERE session_id = %s", (session_id,))
-                conn.execute("DELETE FROM dhrag_log WHERE session_id = %s", (session_id,))
-                # the version survives, so caches elsewhere see the deletion as a change
                 row = conn.execute(
-                    "UPDATE dhrag_sessions SET version = version + 1 WHERE session_id = %s "
-                    "RETURNING version",
+                    "DELETE FROM dhrag_sessions WHERE session_id = %s RETURNING version",
                     (session_id,),
                 ).fetchone()
                 if row is not None:
-                    conn.execute("INSERT INTO dhrag_log VALUES (%s, %s, '', %s)",
-                                 (session_id, int(row[0]), RESET))
+                    conn.execute(
+                        "INSERT INTO dhrag_meta VALUES ('version_floor', %s) ON CONFLICT (key) "
+                        "DO UPDATE SET value = GREATEST(dhrag_meta.value::bigint, "
+                        "EXCLUDED.value::bigint)::text",
+                        (str(int(row[0]) + 1),),
+                    )
+                for table in ("dhrag_turns", "dhrag_state", "dhrag_log"):
+                    conn.execute(f"DELETE FROM {table} WHERE session_id = %s", (session_id,))
 
         self._run(write, idempotent=True)
 

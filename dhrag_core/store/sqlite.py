@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import os
 import sqlite3
 import threading
 from collections.abc import Iterator, Mapping, Sequence
@@ -13,10 +14,10 @@ from dhrag_core.store.base import (
     DELETE,
     LOG_KEEP,
     MARK,
-    RESET,
     UPSERT,
     CorruptStoreError,
     StaleSessionError,
+    StoreUnavailableError,
     check_owned,
     in_log,
     net_changes,
@@ -83,43 +84,137 @@ _COLUMNS = ("session_id", "turn_id", "idx", "query", "response", "ts", "hits", "
 class SQLiteStore:
     """History in one SQLite file; safe for threads of one process and for several processes.
 
+    A file that is not writable opens read-only (reads work, writes raise ``PermissionError``).
+    A file of another application is refused (``CorruptStoreError``) and left as it was.
+
     Args:
         path: The database file (created with its folder if missing).
         timeout: Seconds to wait for another process's write lock.
+        read_only: Open for reading only (default: when the file is not writable).
     """
 
-    def __init__(self, path: str | Path, *, timeout: float = 30.0) -> None:
+    def __init__(
+        self, path: str | Path, *, timeout: float = 30.0, read_only: bool | None = None
+    ) -> None:
         self.path = Path(path)
-        self.path.parent.mkdir(parents=True, exist_ok=True)
+        if self.path.is_dir():
+            raise IsADirectoryError(
+                f"SQLite store {self.path} is a directory; pass a file path, e.g. "
+                f"{self.path / 'history.db'}"
+            )
+        if read_only is None:
+            read_only = self.path.is_file() and not os.access(self.path, os.W_OK)
+        self.read_only = read_only
+        if not read_only:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
         self._lock = threading.RLock()
-        self._conn = sqlite3.connect(
-            str(self.path), timeout=timeout, isolation_level=None, check_same_thread=False
-        )
+        self._conn = self._connect(timeout)
         try:
             with self._guard():
                 self._conn.row_factory = sqlite3.Row
-                self._conn.execute("PRAGMA journal_mode=WAL")
-                self._conn.execute("PRAGMA synchronous=NORMAL")
-                self._conn.execute("PRAGMA foreign_keys=ON")
-                self._create_schema()
+                found = self._existing_schema()
+                if read_only:
+                    if found != SCHEMA_VERSION:
+                        raise PermissionError(
+                            f"SQLite store {self.path} is read-only and "
+                            + ("holds no dhrag history" if found is None else
+                               f"has the older schema version {found}")
+                            + "; open it once with write access"
+                        )
+                else:
+                    self._conn.execute("PRAGMA journal_mode=WAL")
+                    self._conn.execute("PRAGMA synchronous=NORMAL")
+                    self._conn.execute("PRAGMA foreign_keys=ON")
+                    self._create_schema()
         except BaseException:
             self._conn.close()
             raise
 
+    def _connect(self, timeout: float) -> sqlite3.Connection:
+        def connect(target: str, uri: bool) -> sqlite3.Connection:
+            conn = sqlite3.connect(target, timeout=timeout, isolation_level=None,
+                                   check_same_thread=False, uri=uri)
+            try:
+                conn.execute("SELECT count(*) FROM sqlite_master").fetchone()
+            except sqlite3.OperationalError:
+                conn.close()
+                raise
+            except sqlite3.DatabaseError:
+                pass  # a damaged file: reported by _guard on first use
+            return conn
+
+        try:
+            if not self.read_only:
+                return connect(str(self.path), False)
+            uri = self.path.resolve().as_uri()
+            try:
+                return connect(f"{uri}?mode=ro", True)
+            except sqlite3.OperationalError:
+                # a WAL file whose folder is not writable either: nobody can change it
+                return connect(f"{uri}?immutable=1", True)
+        except sqlite3.OperationalError as exc:
+            raise StoreUnavailableError(f"SQLite store {self.path} cannot be opened: {exc}"
+                                        ) from exc
+
     @contextlib.contextmanager
     def _guard(self) -> Iterator[None]:
-        """Report a damaged file as ``CorruptStoreError`` naming it (never repair it)."""
+        """Report a damaged file as ``CorruptStoreError`` and a failure of the file (disk
+        full, no permission, locked too long) as ``StoreUnavailableError``, naming the file."""
         try:
             yield
         except CorruptStoreError as exc:
             raise CorruptStoreError(f"{self.path}: {exc}") from exc
+        except sqlite3.OperationalError as exc:
+            if _is_damage(exc):
+                raise self._damaged(exc) from exc
+            raise StoreUnavailableError(
+                f"SQLite store {self.path} failed: {exc} (this call changed nothing; "
+                "committed data is intact)"
+            ) from exc
         except sqlite3.DatabaseError as exc:
             if not _is_damage(exc):
                 raise
+            raise self._damaged(exc) from exc
+
+    def _damaged(self, exc: sqlite3.DatabaseError) -> CorruptStoreError:
+        return CorruptStoreError(
+            f"{self.path} is damaged or not a dhrag SQLite database ({exc}); it was left "
+            "untouched: move it aside or restore a backup"
+        )
+
+    def _writable(self) -> None:
+        if self.read_only:
+            raise PermissionError(
+                f"SQLite store {self.path} is open read-only (the file is not writable); "
+                "nothing was written"
+            )
+
+    def _existing_schema(self) -> int | None:
+        """The dhrag schema version of the file, None for an empty file; refuses (changing
+        nothing) a file of another application."""
+        c = self._conn
+        tables = sorted(r[0] for r in c.execute(
+            "SELECT name FROM sqlite_master WHERE type='table' AND name NOT LIKE 'sqlite_%'"))
+        if not tables:
+            return None
+        version = None
+        meta_ok = "dhrag_meta" not in tables or [
+            r[1] for r in c.execute("PRAGMA table_info(dhrag_meta)")] == ["key", "value"]
+        if "dhrag_meta" in tables and meta_ok:
+            row = c.execute("SELECT value FROM dhrag_meta WHERE key='schema_version'").fetchone()
+            version = None if row is None else int(row[0])
+        if version is None and not (meta_ok and all(t.startswith("dhrag_") for t in tables)):
+            shown = ", ".join(tables[:5]) + (", ..." if len(tables) > 5 else "")
             raise CorruptStoreError(
-                f"{self.path} is damaged or not a dhrag SQLite database ({exc}); it was left "
-                "untouched: move it aside or restore a backup"
-            ) from exc
+                f"not a dhrag history store (it holds tables {shown} of another "
+                "application); it was left unchanged: pass a new or empty file"
+            )
+        if version is not None and version > SCHEMA_VERSION:
+            raise RuntimeError(
+                f"{self.path} has schema version {version}, newer than this dhrag "
+                f"({SCHEMA_VERSION}); upgrade dhrag"
+            )
+        return version if version is not None else 0
 
     def _create_schema(self) -> None:
         with self._lock:
@@ -132,11 +227,12 @@ class SQLiteStore:
                     "INSERT OR REPLACE INTO dhrag_meta VALUES ('schema_version', ?)",
                     (str(SCHEMA_VERSION),),
                 )
-            elif int(row[0]) > SCHEMA_VERSION:
-                raise RuntimeError(
-                    f"{self.path} has schema version {row[0]}, newer than this dhrag "
-                    f"({SCHEMA_VERSION}); upgrade dhrag"
-                )
+
+    def _end(self, ok: bool) -> None:
+        """COMMIT (or ROLLBACK) the open transaction, if SQLite has not ended it already (it
+        rolls back by itself on a full disk, and ROLLBACK would then hide the cause)."""
+        if self._conn.in_transaction:
+            self._conn.execute("COMMIT" if ok else "ROLLBACK")
 
     def load(self, session_id: str) -> tuple[list[Turn], int]:
         with self._lock, self._guard():
@@ -149,7 +245,7 @@ class SQLiteStore:
                 ).fetchall()
                 version = self._version(session_id)
             finally:
-                self._conn.execute("COMMIT")
+                self._end(True)
             return [decode_turn(dict(r)) for r in rows], version
 
     def _version(self, session_id: str) -> int:
@@ -172,6 +268,7 @@ class SQLiteStore:
         expected_version: int | None = None,
     ) -> int:
         check_owned(session_id, upsert)
+        self._writable()
         rows = [encode_turn(t) for t in upsert]
         placeholders = ", ".join("?" for _ in _COLUMNS)
         with self._lock, self._guard():
@@ -199,9 +296,9 @@ class SQLiteStore:
                         (session_id, key, bytes(value)),
                     )
                 c.execute(
-                    "INSERT INTO dhrag_sessions VALUES (?, 1) ON CONFLICT(session_id) "
+                    "INSERT INTO dhrag_sessions VALUES (?, ?) ON CONFLICT(session_id) "
                     "DO UPDATE SET version = version + 1",
-                    (session_id,),
+                    (session_id, self._floor() + 1 if current == 0 else 1),
                 )
                 new_version = self._version(session_id)
                 self._log(session_id, new_version,
@@ -209,7 +306,7 @@ class SQLiteStore:
                           + [(tid, DELETE) for tid in delete] + [("", MARK)])
                 c.execute("COMMIT")
             except BaseException:
-                c.execute("ROLLBACK")
+                self._end(False)
                 raise
         return new_version
 
@@ -249,7 +346,7 @@ class SQLiteStore:
                         (session_id, *ids),
                     ).fetchall()
             finally:
-                self._conn.execute("COMMIT")
+                self._end(True)
             turns = sorted((decode_turn(dict(r)) for r in rows), key=lambda t: t.index)
         return turns, deleted, current
 
@@ -261,25 +358,32 @@ class SQLiteStore:
         return None if row is None else bytes(row[0])
 
     def delete_session(self, session_id: str) -> None:
+        """Remove every row naming the session (turns, state, version, change log).
+
+        The session's version is not kept; instead the store's ``version_floor`` rises above
+        it, so a re-created session starts at versions no cache can hold from before.
+        """
+        self._writable()
         with self._lock, self._guard():
             c = self._conn
             c.execute("BEGIN IMMEDIATE")
             try:
-                for table in ("dhrag_turns", "dhrag_state"):
-                    c.execute(f"DELETE FROM {table} WHERE session_id=?", (session_id,))
-                # the version survives, so caches elsewhere see the deletion as a change
-                c.execute(
-                    "UPDATE dhrag_sessions SET version = version + 1 WHERE session_id=?",
-                    (session_id,),
-                )
                 version = self._version(session_id)
-                c.execute("DELETE FROM dhrag_log WHERE session_id=?", (session_id,))
+                for table in ("dhrag_turns", "dhrag_state", "dhrag_log", "dhrag_sessions"):
+                    c.execute(f"DELETE FROM {table} WHERE session_id=?", (session_id,))
                 if version:
-                    self._log(session_id, version, [("", RESET)])
+                    # +1 leaves a gap no change log covers: caches reload, never catch up
+                    c.execute("INSERT OR REPLACE INTO dhrag_meta VALUES ('version_floor', ?)",
+                              (str(max(self._floor(), version + 1)),))
                 c.execute("COMMIT")
             except BaseException:
-                c.execute("ROLLBACK")
+                self._end(False)
                 raise
+
+    def _floor(self) -> int:
+        row = self._conn.execute(
+            "SELECT value FROM dhrag_meta WHERE key='version_floor'").fetchone()
+        return 0 if row is None else int(row[0])
 
     def sessions(self) -> list[str]:
         with self._lock, self._guard():

@@ -1,9 +1,10 @@
 """Child process of ``test_rel_crash``: writes numbered turns to a SQLite history until killed.
 
-    python tests/reliability/crash_writer.py PATH.db START
+    python tests/reliability/crash_writer.py PATH.db START [CAPACITY]
 
 After each ``add`` returns it prints ``committed N`` and flushes, so the parent knows which
-turns the library reported as stored when it sends SIGKILL.
+turns the library reported as stored when it sends SIGKILL. A small CAPACITY makes every
+turn evict one, so kills land in evictions too.
 """
 
 from __future__ import annotations
@@ -25,8 +26,9 @@ def main() -> None:
     from dhrag_core import HashingEmbedder, HistoryDatabase, Settings
 
     path, start = sys.argv[1], int(sys.argv[2])
+    capacity = int(sys.argv[3]) if len(sys.argv) > 3 else 1_000_000
     db = HistoryDatabase(embedder=HashingEmbedder(DIM), store=f"sqlite:///{path}",
-                         settings=Settings(capacity=1_000_000, merge_threshold=1.0))
+                         settings=Settings(capacity=capacity, merge_threshold=1.0))
     db.size(SESSION)  # load before announcing readiness
     print("ready", flush=True)
     n = start

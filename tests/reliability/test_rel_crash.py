@@ -117,6 +117,69 @@ def test_sigkill_never_loses_a_committed_turn(tmp_path: Path) -> None:
           f"{mid_flight_stored} in-flight turns found complete")
 
 
+def test_sigkill_during_evictions_keeps_the_store_consistent(tmp_path: Path) -> None:
+    """Capacity 6: every turn evicts one in the same transaction, so kills land in evictions.
+    After each kill the session holds exactly min(capacity, turns written) complete turns,
+    the newest committed one among them, and a reopened database's tree matches the rows."""
+    sys.path.insert(0, str(Path(__file__).parent))
+    from rel_support import check_tree
+
+    capacity = 6
+    kills = int(os.environ.get("DHRAG_CRASH_EVICT_KILLS", "25"))
+    rng = random.Random(int(os.environ.get("DHRAG_CRASH_SEED", "11")) + 1)
+    path = tmp_path / "evict.db"
+    env = {**os.environ, "PYTHONPATH": str(REPO) + os.pathsep + os.environ.get("PYTHONPATH", "")}
+    next_n, evicted_under_fire = 0, 0
+    for kill in range(kills):
+        proc = subprocess.Popen(
+            [sys.executable, str(WRITER), str(path), str(next_n), str(capacity)],
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
+        )
+        assert proc.stdout is not None and proc.stdout.readline().strip() == "ready"
+        killer = threading.Thread(target=_kill_after, args=(proc, rng.uniform(0.02, 0.12)))
+        killer.start()
+        last = next_n - 1
+        for line in proc.stdout:
+            if line.startswith("committed "):
+                last = int(line.split()[1])
+        killer.join()
+        proc.wait()
+        assert proc.returncode == -signal.SIGKILL
+        for stream in (proc.stdout, proc.stderr):
+            if stream is not None:
+                stream.close()
+        store = SQLiteStore(path)
+        try:
+            assert store.integrity_check() == "ok"
+            turns, _ = store.load(SESSION)
+        finally:
+            store.close()
+        stored = {int(t.metadata["n"]) for t in turns}
+        assert len(stored) == len(turns), "a turn was stored twice"
+        in_flight = last + 1 in stored
+        written = last + 1 + in_flight
+        assert len(turns) == min(capacity, written), (len(turns), written, sorted(stored))
+        assert max(stored, default=-1) == last + in_flight
+        assert in_flight or last < 0 or last in stored, "the newest committed turn was lost"
+        for t in turns:
+            query, passages, response = turn_text(int(t.metadata["n"]))
+            assert (t.query, t.response, [p.text for p in t.passages]) == (
+                query, response, passages)
+        evicted_under_fire += written > capacity and last >= next_n
+        if kill % 5 == 4 or kill == kills - 1:
+            db = HistoryDatabase(embedder=HashingEmbedder(DIM), store=f"sqlite:///{path}",
+                                 settings=Settings(capacity=capacity, merge_threshold=1.0))
+            try:
+                assert db.size(SESSION) == len(turns)
+                check_tree(db, SESSION)
+            finally:
+                db.close()
+        next_n = last + 1 + in_flight
+    assert evicted_under_fire > kills // 2, "too few kills came after evictions began"
+    print(f"{kills} kills at capacity {capacity}, {next_n} turns written, "
+          f"{evicted_under_fire} kills among evicting writes")
+
+
 # -- damaged files -------------------------------------------------------------------------
 
 

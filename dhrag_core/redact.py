@@ -1,0 +1,67 @@
+"""Secrets out of URLs and DSNs before they are shown: passwords, API keys, tokens.
+
+A URL is not cut with ``urllib.parse``: it stops the authority at ``#`` or ``?``, which libpq
+and HTTP clients accept inside a password, and then shows the rest of the password in clear.
+"""
+
+from __future__ import annotations
+
+import re
+from urllib.parse import unquote
+
+__all__ = ["redact_url", "url_secrets"]
+
+_KEYS = (r"password|passwd|pwd|pass|api[_-]?key|apikey|key|token|access[_-]?token|secret"
+         r"|client[_-]?secret|sig|signature|auth|authorization")
+_QUERY_SECRET = re.compile(rf"([?&;](?:{_KEYS})=)([^&]*)", re.IGNORECASE)
+_DELIMITERS = re.compile(r"[#?/@:&;=]")
+_KV_PASSWORD = re.compile(r"(\bpassword\s*=\s*)('(?:[^'\\]|\\.)*'|\S+)", re.IGNORECASE)
+
+
+def _split(url: str) -> tuple[str, str, str] | None:
+    """``(scheme://, userinfo, after-@)`` of a URL with credentials, else None.
+
+    The authority ends at the first ``/`` (libpq's rule), and within it the credentials at
+    the last ``@``; a password holding a ``/`` is found by the last ``@`` of the URL.
+    """
+    scheme, sep, rest = url.partition("://")
+    if not sep:
+        return None
+    head = rest.split("/", 1)[0]
+    at = head.rfind("@")
+    if at < 0:
+        at = rest.rfind("@")
+        before = rest[:at]
+        if at < 0 or ":" not in before.split("/", 1)[0] or "=" in before:
+            return None
+    return scheme + sep, rest[:at], rest[at + 1 :]
+
+
+def redact_url(url: str) -> str:
+    """``url`` with its password and secret query values (``password``, ``api_key``,
+    ``token``...) replaced by ``***``; a ``key=value`` DSN with ``password=***``."""
+    if "://" not in url:
+        return _KV_PASSWORD.sub(r"\1***", url)
+    parts = _split(url)
+    if parts is not None:
+        prefix, userinfo, rest = parts
+        user = userinfo.split(":", 1)[0] + ":***" if ":" in userinfo else userinfo
+        url = f"{prefix}{user}@{rest}"
+    return _QUERY_SECRET.sub(r"\1***", url)
+
+
+def url_secrets(url: str) -> list[str]:
+    """The secrets ``redact_url`` hides, as written and percent-decoded, and their pieces
+    between URL delimiters, longest first (to scrub them from messages that quote them)."""
+    found: list[str] = []
+    if "://" not in url:
+        found += [m.group(2).strip("'") for m in _KV_PASSWORD.finditer(url)]
+    else:
+        parts = _split(url)
+        if parts is not None and ":" in parts[1]:
+            found.append(parts[1].split(":", 1)[1])
+        found += [m.group(2) for m in _QUERY_SECRET.finditer(url)]
+    out = {s for raw in found for s in (raw, unquote(raw)) if s}
+    # a parser that cut the URL at a delimiter inside the secret quotes only a piece of it
+    out |= {piece for s in list(out) for piece in _DELIMITERS.split(s) if len(piece) >= 3}
+    return sorted(out, key=len, reverse=True)
