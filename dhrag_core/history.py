@@ -96,6 +96,8 @@ class _Session:
         self.slot_time = np.zeros(0, dtype=np.float64)
         self.tree = SessionTree(self.dimension, self.settings)
         self._last: tuple[bytes, int, np.ndarray, np.ndarray] | None = None
+        self.thread_memo: tuple[bytes, int, tuple[int, float, list[TreeMatch]]] | None = None
+        """T* of the last query at the last version: ``add`` reuses what ``select`` found."""
 
     def similarities(self, qv: Vector) -> tuple[np.ndarray, np.ndarray]:
         """Slots and query similarities of every turn, remembered for the same query and
@@ -243,7 +245,7 @@ class HistoryDatabase:
                + [t.turn_id for t in turns if t.turn_id in s.turns])
         s.tree.restore(turns)
         s.put(turns)
-        s.version, s._last = version, None
+        s.version, s._last, s.thread_memo = version, None, None
         log.debug("caught up session %r: %d written, %d deleted, version %d", session_id,
                   len(turns), len(deleted), version)
         return True
@@ -268,6 +270,7 @@ class HistoryDatabase:
         s.labels, s.summaries = {}, {}
         s.slot_index, s.slot_time = fresh.slot_index, fresh.slot_time
         s.next_index, s.version = fresh.next_index, version
+        s.thread_memo = None
         s._last = None
         log.debug("loaded session %r: %d turns, version %d", session_id, len(turns), version)
 
@@ -578,6 +581,10 @@ class HistoryDatabase:
         query; chains active lately get ``thread_recency`` more, so an elliptical follow-up,
         relevant to nothing in particular, stays in the thread of the turn before it.
         """
+        key = qv.tobytes()
+        memo = s.thread_memo
+        if memo is not None and memo[0] == key and memo[1] == s.version:
+            return memo[2]
         cfg = self.settings
         matches = s.tree.match(qv, hierarchical=cfg.use_hierarchy,
                                clusters=cfg.use_clustering)
@@ -595,7 +602,9 @@ class HistoryDatabase:
         if cfg.thread_switch is not None and ids[best] != current and current in at and (
                 rel[best] < cfg.thread_switch):
             best = at[current]
-        return ids[best], float(rel[best]), matches
+        found = ids[best], float(rel[best]), matches
+        s.thread_memo = (key, s.version, found)
+        return found
 
     def _select_in_thread(self, s: _Session, qv: Vector) -> list[SelectedTurn]:
         """DH-RAG selection inside T*: the thread's matched turns, its best turn and its latest,
