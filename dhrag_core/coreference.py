@@ -12,12 +12,14 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
+from functools import lru_cache
 
 from dhrag_core.records import SelectedTurn
 
 __all__ = [
-    "Antecedent", "Resolution", "antecedents", "complete_name", "referring_expression",
-    "resolve",
+    "Antecedent", "Resolution", "antecedents", "complete_name", "is_topic", "names_in",
+    "phrase_key",
+    "referring_expression", "resolve",
 ]
 
 _DETERMINERS = frozenset({"the", "a", "an", "this", "that", "these", "those", "my", "our",
@@ -142,9 +144,12 @@ def _names(text: str) -> list[str]:
     return out
 
 
-def _noun_phrase(text: str, ws: list[re.Match[str]], start: int) -> str | None:
+def _noun_phrase(
+    text: str, ws: list[re.Match[str]], start: int, name_ends: bool = True
+) -> str | None:
     """The noun phrase starting at word ``start``: a determiner, then words up to a boundary
-    (a verb, preposition, pronoun...); "of" joins a second phrase ("the wall of China")."""
+    (a verb, preposition, pronoun...); "of" joins a second phrase ("the wall of China").
+    With ``name_ends``, a lower-case word after a name ends it ("did Terry Bradshaw retire")."""
     j = start
     if j < len(ws) and ws[j].group().lower() in _DETERMINERS - {"his", "her", "its", "their"}:
         j += 1
@@ -158,7 +163,8 @@ def _noun_phrase(text: str, ws: list[re.Match[str]], start: int) -> str | None:
                 break
             return text[ws[start].start():ws[j + 1].start() + len(rest)]
         if lw in _BOUNDARY or lw in _DETERMINERS or (j > first and not _is_capitalised(w) and (
-            (lw.endswith("ed") and len(lw) > 4) or _is_capitalised(ws[j - 1].group())
+            (lw.endswith("ed") and len(lw) > 4)
+            or (name_ends and _is_capitalised(ws[j - 1].group()))
         )) or (j > first and text[ws[j - 1].end():ws[j].start()].strip()):
             break
         j += 1
@@ -199,8 +205,8 @@ def _question_phrases(text: str) -> list[tuple[str, str]]:
         action = stripped[ws[i + 1].start():]
         if action:
             out.append((action, "action"))
-    elif i < len(ws):
-        subject = _noun_phrase(stripped, ws, i)
+    elif 0 < i < len(ws):
+        subject = _noun_phrase(stripped, ws, i, name_ends=lower[i - 1] in _DO_SUPPORT)
         end = stripped.index(subject) + len(subject) if subject is not None else 0
         after = _words(stripped[end:])
         runs_on = not after or after[0].group().lower() not in _PREPOSITIONS
@@ -223,6 +229,23 @@ _KIND_WEIGHT = {"topic": 5.0, "name": 1.0, "phrase": 1.0, "action": 1.0, "object
 _RESPONSE_WEIGHT = 0.25
 
 
+@lru_cache(maxsize=4096)
+def _turn_phrases(
+    query: str, response: str
+) -> tuple[tuple[tuple[str, str, frozenset[str]], ...], tuple[frozenset[str], ...]]:
+    """A turn's phrases ``(text, kind, key)`` and the keys of the names its response
+    mentions; cached, as a session selects the same turns again and again."""
+    phrases = _question_phrases(query) + [(n, "name") for n in _names(query)]
+    out = []
+    for text, kind in phrases:
+        text = _PAREN.sub("", text).strip() if kind != "action" else text
+        key = _key(text)
+        if key:
+            out.append((text, kind, key))
+    mentioned = tuple(k for k in map(_key, _names(response)) if k)
+    return tuple(out), mentioned
+
+
 def antecedents(history: Sequence[SelectedTurn]) -> list[Antecedent]:
     """Phrases of the selected turns, best first.
 
@@ -234,14 +257,8 @@ def antecedents(history: Sequence[SelectedTurn]) -> list[Antecedent]:
     score: dict[frozenset[str], float] = {}
     order: dict[frozenset[str], int] = {}
     for s in sorted(history, key=lambda s: s.turn.index):
-        query = s.turn.query
-        phrases = _question_phrases(query)
-        phrases += [(n, "name") for n in _names(query)]
-        for text, kind in phrases:
-            text = _PAREN.sub("", text).strip() if kind != "action" else text
-            key = _key(text)
-            if not key:
-                continue
+        phrases, mentioned = _turn_phrases(s.turn.query, s.turn.response)
+        for text, kind, key in phrases:
             weight = _KIND_WEIGHT[kind] * s.weight
             old = found.get(key)
             if old is None or _KIND_WEIGHT[kind] > _KIND_WEIGHT[old[1]] or (
@@ -249,10 +266,8 @@ def antecedents(history: Sequence[SelectedTurn]) -> list[Antecedent]:
                 found[key] = (text, kind)
             score[key] = score.get(key, 0.0) + weight
             order.setdefault(key, len(order))
-        for name in _names(s.turn.response):
-            key = _key(name)
-            if key:
-                score[key] = score.get(key, 0.0) + _RESPONSE_WEIGHT * s.weight
+        for key in mentioned:
+            score[key] = score.get(key, 0.0) + _RESPONSE_WEIGHT * s.weight
     # short forms support the longer phrase that contains them
     total = dict(score)
     for key in found:
@@ -265,16 +280,17 @@ def antecedents(history: Sequence[SelectedTurn]) -> list[Antecedent]:
 
 _PERSONAL = {"he": "subject", "she": "subject", "him": "object", "his": "possessive",
              "her": "her", "hers": "object", "himself": "object", "herself": "object"}
-_NEUTER = {"it": "subject", "its": "possessive", "itself": "object", "they": "subject",
-           "them": "object", "their": "possessive", "themselves": "object"}
+_NEUTER = {"one": "object", "it": "subject", "its": "possessive", "itself": "object",
+           "they": "subject", "them": "object", "their": "possessive", "themselves": "object"}
 _REFERRING = re.compile(
     r"\b(?:(?:that|this)\s+one|the\s+(?:former|latter)|"
     r"he|she|him|his|her|hers|himself|herself|it|its|itself|they|them|their|themselves|"
-    r"there)\b",
+    r"there|(?<=[a-z] )one(?=\s*[?.!]*\s*$))\b",
     re.IGNORECASE,
 )
-_EXISTENTIAL = re.compile(r"\b(?:is|are|was|were|be|been)\s+there\b|\bthere\s+(?:is|are|was|"
-                          r"were|be|been|will|would|have|has|had|isn't|aren't)\b", re.IGNORECASE)
+_EXISTENTIAL = re.compile(r"\b(?:is|are|was|were|be|been)\s+there\b|\bthere\s+(?:\w+ly\s+)?"
+                          r"(?:is|are|was|were|be|been|will|would|have|has|had|isn't|aren't)\b",
+                          re.IGNORECASE)
 _EXTRAPOSED = re.compile(r"\s+(?:is\s+|was\s+)?(?:an?\s+)?\w+\s+to\s+\w", re.IGNORECASE)
 _EVENT = re.compile(r"^\W*(?:\w+\s+)?(?:take|takes|took|cost|costs|last|lasts|worth|safe|hard|"
                     r"easy|difficult|possible|necessary|legal|expensive|cheap|required|work|"
@@ -283,6 +299,7 @@ _OBJECT_GAP = re.compile(r"\bit\s+(?:\w+\s+)?to\s+(?:build|make|buy|use|get|fix|
                          r"see|find|open|close|clean|install|replace|repair|finish|complete|"
                          r"cook|create|write|learn|read|watch|reach|sell|run|start)(?=\W*$)",
                          re.IGNORECASE)
+_CLAUSE = re.compile(r"[,;:?]|\b(?:and|but|or|if|when|because|so|then)\b", re.IGNORECASE)
 _TOPIC_LEAD = re.compile(r"[:;,]|\b(?:back\s+to|as\s+for|regarding)\b", re.IGNORECASE)
 _NOT_A_NOUN_AFTER_HER = _PREPOSITIONS | _CONJUNCTIONS | _AUX | {"to", "and"}
 
@@ -362,6 +379,9 @@ def resolve(
     if agreeing and (agreeing[0].key & named or (
             _TOPIC_LEAD.search(lead) and any(a.key <= named for a in cands))):
         return None  # the query names its subject itself
+    if _names(lead) and (_CLAUSE.search(lead) or _PERSONAL.get(expression.lower()) in (
+            "possessive", "her") or _NEUTER.get(expression.lower()) == "possessive"):
+        return None  # "Is Herpes lethal and how is it transmitted?": the name is the antecedent
     for a in agreeing:
         if a.kind == "action":
             head = query.rstrip()
@@ -398,3 +418,18 @@ def complete_name(query: str, antecedent: Antecedent) -> str | None:
             start = ws[i - 1].start()
         return query[:start] + text + query[end:]
     return None
+
+
+def names_in(text: str) -> list[str]:
+    """Capitalised spans inside ``text``'s sentences ("Great Wall of China", "NFL")."""
+    return _names(text)
+
+
+def phrase_key(text: str) -> frozenset[str]:
+    """Content words of ``text``, lower-cased, possessives dropped (an antecedent's ``key``)."""
+    return _key(text)
+
+
+def is_topic(text: str) -> bool:
+    """Whether a turn only names a topic ("enterprise value", "Spousal support")."""
+    return any(kind == "topic" for _, kind in _question_phrases(text))

@@ -17,7 +17,16 @@ from typing import Protocol, runtime_checkable
 
 import numpy as np
 
-from dhrag_core.coreference import Antecedent, antecedents, complete_name, resolve
+from dhrag_core.coreference import (
+    Antecedent,
+    antecedents,
+    complete_name,
+    is_topic,
+    names_in,
+    phrase_key,
+    referring_expression,
+    resolve,
+)
 from dhrag_core.embedding import l2_normalise, tokens
 from dhrag_core.hierarchy import topic_vector
 from dhrag_core.records import SelectedTurn, Turn, Vector
@@ -136,11 +145,32 @@ class LightRewriter:
             full = complete_name(query, top)  # "Was David a good writer?": David Simon
             return Rewrite(query) if full is None else _rewrite(query, full, None, top)
         m = _HAPPENED.match(query) or _CATEGORY.search(query)
-        if m is None:
-            return Rewrite(query)
-        joiner = " to " if m.re is _HAPPENED else " "
-        text = f"{query[:m.end()]}{joiner}{top.text}{query[m.end():]}"
-        return _rewrite(query, text, None, top)
+        if m is not None:
+            joiner = " to " if m.re is _HAPPENED else " "
+            text = f"{query[:m.end()]}{joiner}{top.text}{query[m.end():]}"
+            return _rewrite(query, text, None, top)
+        return self._regarding(query, history, cands)
+
+    @staticmethod
+    def _regarding(
+        query: str, history: Sequence[SelectedTurn], cands: Sequence[Antecedent]
+    ) -> Rewrite:
+        """An incomplete question ("Who wrote the songs?") whose words all come from the
+        selected turns gets the conversation's subject as a lead: "Regarding X, who..."."""
+        if (not is_incomplete(query) or names_in(query) or referring_expression(query)
+                or is_topic(query)):
+            return Rewrite(query)  # self-contained, a new topic, or an unresolved reference
+        seen: set[str] = set()
+        for s in history:
+            seen |= phrase_key(s.turn.query) | phrase_key(s.turn.response)
+        own = phrase_key(query)
+        usable = [a for a in cands if a.kind != "action"]
+        if not usable or own - seen or any(a.key & own for a in usable[:3]):
+            return Rewrite(query)  # it brings its own subject, or already names ours
+        body = query.strip()
+        if body[:1].isupper() and not body.split()[0].isupper():
+            body = body[0].lower() + body[1:]
+        return _rewrite(query, f"Regarding {usable[0].text}, {body}", None, usable[0])
 
     def _append(self, query: str, history: Sequence[SelectedTurn]) -> Rewrite:
         if self.gate and not is_incomplete(query):

@@ -121,6 +121,18 @@ def test_real_canard_follow_ups() -> None:
     assert rewrite("Was David a good writer?", simon) == "Was David Simon a good writer?"
 
 
+def test_one_and_subjectless_questions() -> None:
+    # MTRAG: "What is an account?" then "How can I create one?"
+    assert rewrite("How can I create one?", [turn(0, "What is an account?", "...")]) == (
+        "How can I create an account?")
+    cardigans = [turn(0, "The Cardigans", "Career", 0.7),
+                 turn(1, "What was their first album?", "Emmerdale, in 1994.", 1.0)]
+    assert rewrite("Why?", cardigans) == "Regarding The Cardigans, why?"
+    # a new topic, or a question with words of its own, is not led by the old subject
+    for q in ("Spousal support", "what causes wildfires?", "What is WACC?"):
+        assert rewrite(q, cardigans) == q
+
+
 def test_ellipsis_takes_the_last_question() -> None:
     history = [turn(0, "What was Apple's revenue in 2018?", "$265 billion.")]
     out = LightRewriter().rewrite("and in 2019?", history)
