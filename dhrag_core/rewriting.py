@@ -88,6 +88,14 @@ _HAPPENED = re.compile(r"^\W*(?:so\s+|and\s+)?what\s+(?:happened|happens|happen)
                        re.IGNORECASE)
 _FRAGMENT_LEAD = re.compile(r"^\W*(?:(?:and|but|so|ok|okay)\s+)?(?:(?:what|how)\s+about|"
                             r"what\s+of|and|also)\b\s*", re.IGNORECASE)
+_DISCOURSE = frozenset({
+    "article", "document", "page", "text", "passage", "story", "section", "topic", "subject",
+    "thing", "things", "fact", "facts", "aspect", "aspects", "information", "info", "detail",
+    "details", "interesting", "anything", "something", "more", "other", "else", "notable",
+    "important", "significant",
+})
+"""Words that point at the conversation itself ("this article", "anything else
+interesting"): they do not give a question a subject of its own."""
 _YEAR = re.compile(r"\b(?:1[5-9]|20)\d\d\b")
 
 
@@ -124,8 +132,10 @@ class LightRewriter:
         cands = antecedents(history)
         res = resolve(query, history, cands)
         if res is not None:
-            return _rewrite(query, res.text, res.replaced, res.antecedent)
-        return self._complete(query, history, cands)
+            out = _rewrite(query, res.text, res.replaced, res.antecedent)
+        else:
+            out = self._complete(query, history, cands)
+        return _besides(query, out, history)
 
     def _complete(
         self, query: str, history: Sequence[SelectedTurn], cands: Sequence[Antecedent]
@@ -163,7 +173,7 @@ class LightRewriter:
         seen: set[str] = set()
         for s in history:
             seen |= phrase_key(s.turn.query) | phrase_key(s.turn.response)
-        own = phrase_key(query)
+        own = phrase_key(query) - _DISCOURSE
         usable = [a for a in cands if a.kind != "action"]
         if not usable or own - seen or any(a.key & own for a in usable[:3]):
             return Rewrite(query)  # it brings its own subject, or already names ours
@@ -202,6 +212,30 @@ def _rewrite(query: str, text: str, replaced: str | None, a: Antecedent) -> Rewr
     present = set(tokens(query))
     added = tuple(dict.fromkeys(w for w in tokens(text) if w not in present))
     return Rewrite(text, added, replaced, a.text)
+
+
+_ELSE = re.compile(r"\b(?:else|other|another|more|additional)\b", re.IGNORECASE)
+_EXCEPT = re.compile(r"\b(?:besides|except|other\s+than|aside\s+from|apart\s+from)\b",
+                     re.IGNORECASE)
+
+
+def _besides(query: str, out: Rewrite, history: Sequence[SelectedTurn]) -> Rewrite:
+    """"What else...?" excludes what the last answer named: "... besides Andrew Farriss?"
+    (a name of two words or more, not already in the question)."""
+    if not _ELSE.search(query) or _EXCEPT.search(out.text):
+        return out
+    last = max(history, key=lambda s: s.turn.index).turn
+    own = phrase_key(out.text)
+    name = next((n for n in names_in(last.response) if " " in n and not phrase_key(n) & own),
+                None)
+    if name is None:
+        return out
+    head = out.text.rstrip()
+    end = len(head.rstrip("?.! "))
+    text = f"{head[:end]} besides {name}{head[end:]}"
+    added = tuple(dict.fromkeys([*out.added, *(w for w in tokens(name)
+                                                  if w not in tokens(query))]))
+    return Rewrite(text, added, out.replaced, out.antecedent)
 
 
 def _replace_slot(last: str, fragment: str) -> str | None:

@@ -133,6 +133,17 @@ def test_one_and_subjectless_questions() -> None:
         assert rewrite(q, cardigans) == q
 
 
+def test_what_else_excludes_what_the_last_answer_named() -> None:
+    inxs = [turn(0, "INXS", "Early years", 0.8),
+            turn(1, "How did the band get started?",
+                 "Andrew Farriss and Michael Hutchence met at school in Sydney.", 1.0)]
+    assert rewrite("Who else was in the band?", inxs) == (
+        "Who else was in the band INXS besides Andrew Farriss and Michael Hutchence?")
+    # no "besides" without a name of two words or more in the last answer
+    inxs[1] = turn(1, "How did the band get started?", "At school in 1977.", 1.0)
+    assert rewrite("Who else was in the band?", inxs) == "Who else was in the band INXS?"
+
+
 def test_ellipsis_takes_the_last_question() -> None:
     history = [turn(0, "What was Apple's revenue in 2018?", "$265 billion.")]
     out = LightRewriter().rewrite("and in 2019?", history)
