@@ -300,6 +300,10 @@ _OBJECT_GAP = re.compile(r"\bit\s+(?:\w+\s+)?to\s+(?:build|make|buy|use|get|fix|
                          r"cook|create|write|learn|read|watch|reach|sell|run|start)(?=\W*$)",
                          re.IGNORECASE)
 _CLAUSE = re.compile(r"[,;:?]|\b(?:and|but|or|if|when|because|so|then)\b", re.IGNORECASE)
+_ORDINAL = re.compile(r"\bthe\s+(first|second|third|fourth|fifth|last)(?:\s+one)?\b"
+                      r"(?=\s*(?:[?.!,]|$|(?:in|of|on|about|for|from|with)\b))", re.IGNORECASE)
+_ORDINALS = {"first": 0, "second": 1, "third": 2, "fourth": 3, "fifth": 4, "last": -1}
+_LIST_LINE = re.compile(r"^\s*(?:\d+[.)]|[-*\u2022])\s+(.+?)\s*$", re.MULTILINE)
 _TOPIC_LEAD = re.compile(r"[:;,]|\b(?:back\s+to|as\s+for|regarding)\b", re.IGNORECASE)
 _NOT_A_NOUN_AFTER_HER = _PREPOSITIONS | _CONJUNCTIONS | _AUX | {"to", "and"}
 
@@ -357,6 +361,14 @@ def resolve(
     with it (no "he" for a lower-case phrase). ``candidates`` defaults to
     ``antecedents(history)``.
     """
+    ordinal = _ORDINAL.search(query)
+    if ordinal is not None and history:
+        item = _list_item(max(history, key=lambda s: s.turn.index).turn.response,
+                          ordinal.group(1).lower())
+        if item is not None:
+            a = Antecedent(item, "name", 0.0, _key(item))
+            text = query[:ordinal.start()] + item + query[ordinal.end():]
+            return Resolution(text, ordinal.group(), a)
     m = referring_expression(query)
     gap = _OBJECT_GAP.search(query) if m is None else None
     if m is None and gap is None:
@@ -433,3 +445,13 @@ def phrase_key(text: str) -> frozenset[str]:
 def is_topic(text: str) -> bool:
     """Whether a turn only names a topic ("enterprise value", "Spousal support")."""
     return any(kind == "topic" for _, kind in _question_phrases(text))
+
+
+def _list_item(response: str, ordinal: str) -> str | None:
+    """The ``ordinal`` item the answer listed: a numbered or bulleted line's first phrase,
+    else a name of its prose ("the Triple Bridge, the Dragon Bridge and ...")."""
+    lines = [re.split(r"[:.;,(]| - ", line, maxsplit=1)[0].strip()
+             for line in _LIST_LINE.findall(response)]
+    items = [x for x in lines if x] or _names(response)
+    i = _ORDINALS[ordinal]
+    return items[i] if -len(items) <= i < len(items) else None

@@ -105,8 +105,10 @@ class LightRewriter:
     ``mode="substitute"`` (default): the first referring expression ("it", "his", "they",
     "that one", "there") is replaced by the best agreeing phrase of the selected turns
     (``dhrag_core.coreference``); "what happened" and "the band" get that phrase as their
-    complement; a fragment ("and in 2019?") replaces the matching part of the last question.
-    A query that names what it is about is returned unchanged.
+    complement, a short form of it is written in full; a fragment ("and in 2019?") replaces
+    the year of the last question; an incomplete question made of the history's words gets
+    "Regarding <phrase>, ..."; "what else" excludes the name the last answer gave. A query
+    that names what it is about is returned unchanged.
 
     ``mode="append"``: the history's salient words that the query lacks are appended in
     parentheses, weighted by the history weight of their turn (the response at
@@ -239,8 +241,8 @@ def _besides(query: str, out: Rewrite, history: Sequence[SelectedTurn]) -> Rewri
 
 
 def _replace_slot(last: str, fragment: str) -> str | None:
-    """``last`` with the part that ``fragment`` stands in for replaced: a year for a year
-    ("and in 2019?"), a capitalised name for a name; ``None`` when nothing matches."""
+    """``last`` with its year replaced by the year of ``fragment`` ("and in 2019?");
+    ``None`` when either has none."""
     year = _YEAR.search(fragment)
     old = _YEAR.search(last)
     if year and old:

@@ -144,6 +144,18 @@ def test_what_else_excludes_what_the_last_answer_named() -> None:
     assert rewrite("Who else was in the band?", inxs) == "Who else was in the band INXS?"
 
 
+def test_ordinals_take_the_item_the_last_answer_listed() -> None:
+    assert rewrite("Who designed the second one?", LJUBLJANA[:1]) == (
+        "Who designed Dragon Bridge?")
+    drinks = [turn(0, "Which drinks does the coffee machine make?",
+                   "It makes three:\n1. Espresso (30 ml)\n2. Lungo, a longer espresso\n"
+                   "3. Cappuccino", 1.0)]
+    assert rewrite("How much milk is in the third?", drinks) == (
+        "How much milk is in Cappuccino?")
+    assert rewrite("Is the second album stronger?", drinks) == "Is the second album stronger?"
+    assert rewrite("And the first one?", drinks) == "And Espresso?"
+
+
 def test_ellipsis_takes_the_last_question() -> None:
     history = [turn(0, "What was Apple's revenue in 2018?", "$265 billion.")]
     out = LightRewriter().rewrite("and in 2019?", history)
