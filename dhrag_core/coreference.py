@@ -366,19 +366,18 @@ def resolve(
         item = _list_item(max(history, key=lambda s: s.turn.index).turn.response,
                           ordinal.group(1).lower())
         if item is not None:
-            a = Antecedent(item, "name", 0.0, _key(item))
             text = query[:ordinal.start()] + item + query[ordinal.end():]
-            return Resolution(text, ordinal.group(), a)
+            return Resolution(text, ordinal.group(), Antecedent(item, "name", 0.0, _key(item)))
     m = referring_expression(query)
     gap = _OBJECT_GAP.search(query) if m is None else None
     if m is None and gap is None:
         return None
     cands = antecedents(history) if candidates is None else candidates
     if gap is not None:  # "how long did it take to build?": build what?
-        a = next((a for a in cands if a.kind in ("name", "topic", "phrase")), None)
-        if a is None or a.key & _key(query):
+        obj = next((a for a in cands if a.kind in ("name", "topic", "phrase")), None)
+        if obj is None or obj.key & _key(query):
             return None
-        return Resolution(f"{query[:gap.end()]} {a.text}{query[gap.end():]}", None, a)
+        return Resolution(f"{query[:gap.end()]} {obj.text}{query[gap.end():]}", None, obj)
     assert m is not None
     expression = m.group()
     agreeing = [a for a in cands if _agrees(expression, a)]
