@@ -6,17 +6,19 @@ Each CANARD question comes with its dialogue so far (article title, section titl
 alternating questions and answers). The history is given to a rewriter the way DH-RAG gives it:
 as ``SelectedTurn`` records -- the title and section as a first turn, then one turn per earlier
 question and answer -- weighted by recency (half-life ``Settings().half_life_turns`` turns, the
-latest turn weighing 1). Rows scored: the raw question (baseline), ``LightRewriter`` (as the
-engine uses it, gated, and ungated), and ``LLMRewriter`` when an OpenAI-compatible endpoint is
-configured (``OPENAI_BASE_URL`` + ``DHRAG_MODEL``/``OPENAI_MODEL``), else reported as skipped.
+latest turn weighing 1). Rows scored: the raw question (baseline), ``LightRewriter`` as the
+engine runs it (substitution), the former appender (``mode="append"``), and ``LLMRewriter``
+when an OpenAI-compatible endpoint is configured (``OPENAI_BASE_URL`` +
+``DHRAG_MODEL``/``OPENAI_MODEL``), else reported as skipped.
 
 Metrics, on lower-cased words with punctuation dropped: corpus BLEU-4 (uniform weights, brevity
-penalty, no smoothing), ROUGE-1 and ROUGE-L F1 (mean over questions), and exact-entity recall:
-the words written capitalised in the human rewrite but absent from the question (stop words
-dropped, light stemming as ``dhrag_core.embedding.tokens``), and the share of them the output
-contains (mean over questions that have any). The light rewriter appends context words in
-parentheses ("How long is it? (great wall china)"): an expansion for retrieval, not a fluent
-rewrite, so BLEU/ROUGE understate it and entity recall is the figure that matters for it.
+penalty, no smoothing), ROUGE-1 and ROUGE-L F1 (mean over questions, and per history depth:
+the number of earlier question/answer turns), and the added words: the content words
+(``dhrag_core.embedding.tokens``: stop words dropped, light stemming) that the human rewrite
+adds to the question against those the output adds, as micro precision, recall and F1 over
+all questions (``added_f1_words``: the same on every word). Also the share of questions
+changed, exact-entity recall (capitalised words the rewrite brings in, no precision) and
+queries/s.
 """
 
 from __future__ import annotations
@@ -30,7 +32,7 @@ import re
 import sys
 import time
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
@@ -183,8 +185,36 @@ def entity_recall(question: str, rewrite: str, output: str) -> tuple[int, int]:
     return len(wanted & set(tokens(output))), len(wanted)
 
 
-def score(examples: Sequence[Example], outputs: Sequence[str]) -> dict[str, float]:
-    """BLEU-4, ROUGE-1/L F1, entity recall (macro and micro) and the share changed."""
+def added_overlap(
+    question: str, rewrite: str, output: str, tokenise: Callable[[str], list[str]] = tokens
+) -> tuple[int, int, int]:
+    """``(shared, output_added, rewrite_added)``: the words ``output`` and ``rewrite`` add to
+    ``question`` (multisets), how many they share, and how many each adds."""
+    q = Counter(tokenise(question))
+    ref, out = Counter(tokenise(rewrite)) - q, Counter(tokenise(output)) - q
+    return sum((ref & out).values()), sum(out.values()), sum(ref.values())
+
+
+def _prf(counts: Sequence[tuple[int, int, int]]) -> tuple[float, float, float]:
+    shared = sum(c[0] for c in counts)
+    p = shared / max(sum(c[1] for c in counts), 1)
+    r = shared / max(sum(c[2] for c in counts), 1)
+    return p, r, (2 * p * r / (p + r) if p + r else 0.0)
+
+
+def depth_bucket(example: Example) -> str:
+    """Earlier question/answer turns before the question: ``0``, ``1``, ``2-3``, ``4-6``,
+    ``7+``."""
+    d = len(example.history) - 1
+    return "0" if d <= 0 else "1" if d == 1 else "2-3" if d <= 3 else "4-6" if d <= 6 else "7+"
+
+
+DEPTHS = ("0", "1", "2-3", "4-6", "7+")
+
+
+def score(examples: Sequence[Example], outputs: Sequence[str]) -> dict[str, Any]:
+    """BLEU-4, ROUGE-1/L F1 (overall and by depth), added-word precision/recall/F1, entity
+    recall (macro and micro) and the share changed."""
     if len(examples) != len(outputs):
         raise ValueError("one output per example")
     refs = [e.rewrite for e in examples]
@@ -192,11 +222,25 @@ def score(examples: Sequence[Example], outputs: Sequence[str]) -> dict[str, floa
                                                                           strict=True)]
     with_entities = [(f, t) for f, t in recalls if t]
     n = max(len(examples), 1)
+    rl = [rougel_f1(o, e.rewrite) for e, o in zip(examples, outputs, strict=True)]
+    by_depth: dict[str, list[float]] = {}
+    for e, r in zip(examples, rl, strict=True):
+        by_depth.setdefault(depth_bucket(e), []).append(r)
+    added = _prf([added_overlap(e.question, e.rewrite, o) for e, o in zip(examples, outputs,
+                                                                          strict=True)])
+    added_words = _prf([added_overlap(e.question, e.rewrite, o, words)
+                        for e, o in zip(examples, outputs, strict=True)])
     return {
         "n": len(examples),
         "bleu4": corpus_bleu(outputs, refs),
         "rouge1_f1": sum(map(rouge1_f1, outputs, refs)) / n,
-        "rougel_f1": sum(map(rougel_f1, outputs, refs)) / n,
+        "rougel_f1": sum(rl) / n,
+        "rougel_by_depth": {d: sum(v) / len(v) for d in DEPTHS if (v := by_depth.get(d))},
+        "depth_n": {d: len(v) for d in DEPTHS if (v := by_depth.get(d))},
+        "added_precision": added[0],
+        "added_recall": added[1],
+        "added_f1": added[2],
+        "added_f1_words": added_words[2],
         "entity_recall": (sum(f / t for f, t in with_entities) / len(with_entities)
                           if with_entities else 0.0),
         "entity_recall_micro": (sum(f for f, _ in with_entities)
@@ -256,29 +300,39 @@ def evaluate(
 
 
 def markdown(results: dict[str, dict[str, Any]]) -> str:
-    """The results as a markdown table."""
+    """The results as markdown: the scores, then ROUGE-L F1 by history depth."""
     lines = [
-        "| rewriter | n | BLEU-4 | ROUGE-1 F1 | ROUGE-L F1 | entity recall | changed | q/s |",
-        "|---|---|---|---|---|---|---|---|",
+        "| rewriter | n | BLEU-4 | ROUGE-L F1 | added P | added R | added F1 | changed | q/s |",
+        "|---|---|---|---|---|---|---|---|---|",
     ]
     for name, r in results.items():
         if r.get("skipped"):
-            lines.append(f"| {name} | skipped (no endpoint configured) | | | | | | |")
+            lines.append(f"| {name} | skipped (no endpoint configured) | | | | | | | |")
             continue
         lines.append(
-            f"| {name} | {r['n']} | {r['bleu4']:.1f} | {r['rouge1_f1']:.3f} | "
-            f"{r['rougel_f1']:.3f} | {r['entity_recall']:.3f} | {r['changed']:.0%} | "
-            f"{r['queries_per_s']:,.0f} |"
+            f"| {name} | {r['n']} | {r['bleu4']:.1f} | {r['rougel_f1']:.3f} | "
+            f"{r['added_precision']:.3f} | {r['added_recall']:.3f} | {r['added_f1']:.3f} | "
+            f"{r['changed']:.0%} | {r['queries_per_s']:,.0f} |"
         )
+    scored = {k: r for k, r in results.items() if not r.get("skipped")}
+    if scored:
+        first = next(iter(scored.values()))
+        depths = list(first["rougel_by_depth"])
+        lines += ["", "| ROUGE-L F1 by earlier turns | " + " | ".join(
+            f"{d} (n={first['depth_n'][d]})" for d in depths) + " |",
+            "|---|" + "---|" * len(depths)]
+        lines += [f"| {name} | " + " | ".join(f"{r['rougel_by_depth'][d]:.3f}" for d in depths)
+                  + " |" for name, r in scored.items()]
     return "\n".join(lines)
 
 
 def default_rewriters(llm: bool = True) -> dict[str, QueryRewriter | None]:
-    """Raw question, light (gated, as the engine runs it), light ungated, and the LLM."""
+    """Raw question, the light rewriter (substitution, as the engine runs it), the former
+    appender (gated, as the engine ran it), and the LLM."""
     rewriters: dict[str, QueryRewriter | None] = {
         "question (raw)": RawQuestion(),
         "light": LightRewriter(),
-        "light (no gate)": LightRewriter(gate=False),
+        "append (former light)": LightRewriter(mode="append"),
     }
     if llm:
         rewriters["llm"] = _llm_rewriter()
@@ -296,14 +350,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     examples = load_canard(args.data, args.limit)
     rewriters = default_rewriters(llm=not args.no_llm)
     results = evaluate(examples, rewriters)
-    print(f"CANARD {args.data.name}: {len(examples)} questions; "
-          f"{results['light']['with_entities']} with entities to recover\n")
+    print(f"CANARD {args.data.name}: {len(examples)} questions\n")
     print(markdown(results))
     if results.get("llm", {}).get("skipped"):
         print("\nllm: skipped (set OPENAI_BASE_URL and DHRAG_MODEL to score LLMRewriter)")
-    print("\nEntity recall is the main figure: the light rewriter appends context words in "
-          "parentheses (an expansion for retrieval, not a fluent rewrite), which BLEU and "
-          "ROUGE penalise.")
     args.out.mkdir(parents=True, exist_ok=True)
     path = args.out / "rewriters_canard.json"
     meta = {"data": str(args.data), "questions": len(examples),

@@ -1,8 +1,10 @@
 """Query reconstruction (paper eq. 8): a standalone query q'_t from the selected history.
 
-The light rewriter needs no model call: it adds to the query the salient words of the history
-turns DH-RAG selected (not the whole history), and, for vector retrieval, moves the query
-vector toward those turns' topic vectors by their history weights.
+The light rewriter needs no model call. By default it substitutes: the query's referring
+expression ("it", "his", "there") becomes the phrase the history turns DH-RAG selected are
+about, and an ellipsis ("and in 2019?") is completed from the turn it continues. With
+``mode="append"`` it adds the selected turns' salient words instead. For vector retrieval,
+``expand_vector`` moves the query vector toward those turns' topic vectors by their weights.
 """
 
 from __future__ import annotations
@@ -15,6 +17,16 @@ from typing import Protocol, runtime_checkable
 
 import numpy as np
 
+from dhrag_core.coreference import (
+    Antecedent,
+    antecedents,
+    complete_name,
+    is_topic,
+    names_in,
+    phrase_key,
+    referring_expression,
+    resolve,
+)
 from dhrag_core.embedding import l2_normalise, tokens
 from dhrag_core.hierarchy import topic_vector
 from dhrag_core.records import SelectedTurn, Turn, Vector
@@ -24,10 +36,13 @@ __all__ = ["LightRewriter", "QueryRewriter", "Rewrite", "expand_vector", "is_inc
 
 @dataclass(frozen=True)
 class Rewrite:
-    """A reconstructed query: the standalone text and the words that were added."""
+    """A reconstructed query: the standalone text, the words that were added and, when a
+    referring expression was substituted, that expression and its antecedent."""
 
     text: str
     added: tuple[str, ...] = ()
+    replaced: str | None = None
+    antecedent: str | None = None
 
 
 @runtime_checkable
@@ -61,24 +76,115 @@ def is_incomplete(query: str, max_content_words: int = 2) -> bool:
     return bool(_REFERRING.intersection(words)) or len(tokens(query)) <= max_content_words
 
 
-class LightRewriter:
-    """Appends the history's salient words that the query lacks (no LLM, deterministic).
+_CATEGORY = re.compile(
+    r"\b(?:the|this|that)\s+(band|group|film|movie|album|song|single|show|series|book|novel|"
+    r"company|team|club|game|record|tour|party|organi[sz]ation|church|city|town|school|"
+    r"university|magazine|newspaper|festival|war|campaign|project|episode|season|character|"
+    r"lawsuit|label|duo|trio|machine|device|product|app|service|policy|plan|account|card)\b"
+    r"(?!\s+(?:of\s+)?(?-i:[A-Z]))",
+    re.IGNORECASE,
+)
+_HAPPENED = re.compile(r"^\W*(?:so\s+|and\s+)?what\s+(?:happened|happens|happen)\b(?!\s+to\b)",
+                       re.IGNORECASE)
+_FRAGMENT_LEAD = re.compile(r"^\W*(?:(?:and|but|so|ok|okay)\s+)?(?:(?:what|how)\s+about|"
+                            r"what\s+of|and|also)\b\s*", re.IGNORECASE)
+_DISCOURSE = frozenset({
+    "article", "document", "page", "text", "passage", "story", "section", "topic", "subject",
+    "thing", "things", "fact", "facts", "aspect", "aspects", "information", "info", "detail",
+    "details", "interesting", "anything", "something", "more", "other", "else", "notable",
+    "important", "significant",
+})
+"""Words that point at the conversation itself ("this article", "anything else
+interesting"): they do not give a question a subject of its own."""
+_YEAR = re.compile(r"\b(?:1[5-9]|20)\d\d\b")
 
-    Words are weighted by the history weight of the turn they come from; the turn's query
-    counts fully, its response at ``response_weight``. With ``gate``, only incomplete queries
-    (``is_incomplete``) are rewritten. When the selected turns name things
-    (capitalised words inside a sentence), only those names are added -- "How long is it?"
-    becomes "How long is it? (great wall china)" -- else the best content words.
+
+class LightRewriter:
+    """Writes a standalone question from the selected history (no LLM, deterministic).
+
+    ``mode="substitute"`` (default): the first referring expression ("it", "his", "they",
+    "that one", "there") is replaced by the best agreeing phrase of the selected turns
+    (``dhrag_core.coreference``); "what happened" and "the band" get that phrase as their
+    complement, a short form of it is written in full; a fragment ("and in 2019?") replaces
+    the year of the last question; an incomplete question made of the history's words gets
+    "Regarding <phrase>, ..."; "what else" excludes the name the last answer gave. A query
+    that names what it is about is returned unchanged.
+
+    ``mode="append"``: the history's salient words that the query lacks are appended in
+    parentheses, weighted by the history weight of their turn (the response at
+    ``response_weight``); with ``gate``, only incomplete queries (``is_incomplete``).
     """
 
     def __init__(
-        self, max_terms: int = 6, response_weight: float = 0.5, gate: bool = True
+        self, max_terms: int = 6, response_weight: float = 0.5, gate: bool = True,
+        mode: str = "substitute",
     ) -> None:
+        if mode not in ("substitute", "append"):
+            raise ValueError(f"mode must be 'substitute' or 'append', got {mode!r}")
         self.max_terms = max_terms
         self.response_weight = response_weight
         self.gate = gate
+        self.mode = mode
 
     def rewrite(self, query: str, history: Sequence[SelectedTurn]) -> Rewrite:
+        if self.mode == "append":
+            return self._append(query, history)
+        if not history:
+            return Rewrite(query)
+        cands = antecedents(history)
+        res = resolve(query, history, cands)
+        if res is not None:
+            out = _rewrite(query, res.text, res.replaced, res.antecedent)
+        else:
+            out = self._complete(query, history, cands)
+        return _besides(query, out, history)
+
+    def _complete(
+        self, query: str, history: Sequence[SelectedTurn], cands: Sequence[Antecedent]
+    ) -> Rewrite:
+        """Ellipsis: a fragment continues the last question; a subject-less question gets the
+        conversation's topic."""
+        fragment = _FRAGMENT_LEAD.sub("", query, count=1).strip()
+        last = max(history, key=lambda s: s.turn.index).turn.query
+        if fragment != query.strip() and len(tokens(fragment)) <= 3:
+            done = _replace_slot(last, fragment.rstrip("?.! "))
+            if done is not None:
+                return Rewrite(done, tuple(w for w in tokens(done) if w not in tokens(query)))
+        top = next((a for a in cands if a.kind in ("name", "topic")), None)
+        if top is None:
+            return Rewrite(query)
+        if top.key & _key_words(query):
+            full = complete_name(query, top)  # "Was David a good writer?": David Simon
+            return Rewrite(query) if full is None else _rewrite(query, full, None, top)
+        m = _HAPPENED.match(query) or _CATEGORY.search(query)
+        if m is not None:
+            joiner = " to " if m.re is _HAPPENED else " "
+            text = f"{query[:m.end()]}{joiner}{top.text}{query[m.end():]}"
+            return _rewrite(query, text, None, top)
+        return self._regarding(query, history, cands)
+
+    @staticmethod
+    def _regarding(
+        query: str, history: Sequence[SelectedTurn], cands: Sequence[Antecedent]
+    ) -> Rewrite:
+        """An incomplete question ("Who wrote the songs?") whose words all come from the
+        selected turns gets the conversation's subject as a lead: "Regarding X, who..."."""
+        if (not is_incomplete(query) or names_in(query) or referring_expression(query)
+                or is_topic(query)):
+            return Rewrite(query)  # self-contained, a new topic, or an unresolved reference
+        seen: set[str] = set()
+        for s in history:
+            seen |= phrase_key(s.turn.query) | phrase_key(s.turn.response)
+        own = phrase_key(query) - _DISCOURSE
+        usable = [a for a in cands if a.kind != "action"]
+        if not usable or own - seen or any(a.key & own for a in usable[:3]):
+            return Rewrite(query)  # it brings its own subject, or already names ours
+        body = query.strip()
+        if body[:1].isupper() and not body.split()[0].isupper():
+            body = body[0].lower() + body[1:]
+        return _rewrite(query, f"Regarding {usable[0].text}, {body}", None, usable[0])
+
+    def _append(self, query: str, history: Sequence[SelectedTurn]) -> Rewrite:
         if self.gate and not is_incomplete(query):
             return Rewrite(query)  # self-contained: completing it would only add noise
         present = set(tokens(query))
@@ -97,6 +203,51 @@ class LightRewriter:
         if not ranked:
             return Rewrite(query)
         return Rewrite(f"{query.rstrip()} ({' '.join(ranked)})", tuple(ranked))
+
+
+
+def _key_words(text: str) -> set[str]:
+    return {w.lower() for w in re.findall(r"[A-Za-z0-9]+", text)}
+
+
+def _rewrite(query: str, text: str, replaced: str | None, a: Antecedent) -> Rewrite:
+    present = set(tokens(query))
+    added = tuple(dict.fromkeys(w for w in tokens(text) if w not in present))
+    return Rewrite(text, added, replaced, a.text)
+
+
+_ELSE = re.compile(r"\b(?:else|other|another|more|additional)\b", re.IGNORECASE)
+_EXCEPT = re.compile(r"\b(?:besides|except|other\s+than|aside\s+from|apart\s+from)\b",
+                     re.IGNORECASE)
+
+
+def _besides(query: str, out: Rewrite, history: Sequence[SelectedTurn]) -> Rewrite:
+    """"What else...?" excludes what the last answer named: "... besides Andrew Farriss?"
+    (a name of two words or more, not already in the question)."""
+    if not _ELSE.search(query) or _EXCEPT.search(out.text):
+        return out
+    last = max(history, key=lambda s: s.turn.index).turn
+    own = phrase_key(out.text)
+    name = next((n for n in names_in(last.response) if " " in n and not phrase_key(n) & own),
+                None)
+    if name is None:
+        return out
+    head = out.text.rstrip()
+    end = len(head.rstrip("?.! "))
+    text = f"{head[:end]} besides {name}{head[end:]}"
+    added = tuple(dict.fromkeys([*out.added, *(w for w in tokens(name)
+                                                  if w not in tokens(query))]))
+    return Rewrite(text, added, out.replaced, out.antecedent)
+
+
+def _replace_slot(last: str, fragment: str) -> str | None:
+    """``last`` with its year replaced by the year of ``fragment`` ("and in 2019?");
+    ``None`` when either has none."""
+    year = _YEAR.search(fragment)
+    old = _YEAR.search(last)
+    if year and old:
+        return last[:old.start()] + year.group() + last[old.end():]
+    return None
 
 
 def expand_vector(

@@ -160,7 +160,7 @@ def test_light_rewriter_keeps_the_query_and_adds_missing_terms(rag: DHRAG) -> No
     s = rag.select("u", "Great Wall of China materials")
     rag.record("u", s.query, "Stone and brick.", selection=s)
     hist = rag.select("u", "how long is it").history
-    rw = LightRewriter(max_terms=3).rewrite("how long is it", hist)
+    rw = LightRewriter(max_terms=3, mode="append").rewrite("how long is it", hist)
     assert rw.text.startswith("how long is it") and 0 < len(rw.added) <= 3
     assert all(w not in ("how", "long") for w in rw.added)
 

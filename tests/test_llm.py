@@ -246,7 +246,7 @@ def test_failures_fall_back_to_the_light_rewriter(
     with caplog.at_level(logging.WARNING, logger="dhrag_core.llm_rewriting"):
         out = LLMRewriter(llm(fake_llm)).rewrite("How long is it?", HISTORY)
     assert out == LightRewriter().rewrite("How long is it?", HISTORY)
-    assert out.text.startswith("How long is it? (") and "wall" in out.text
+    assert out.text == "How long is the Great Wall of China?"
     assert len(fake_llm.requests) == 1
     assert "LLM rewrite" in caplog.text and "LightRewriter" in caplog.text
 

@@ -1,0 +1,136 @@
+"""MTRAG retrieval through the text path: DH-RAG over a knowledge base searched by text only.
+
+    python -m benchmarks.text_path [--bench DIR] [--cache DIR] [--seed NPZ] [--out results/]
+
+Plain retrievers (the LangChain / LlamaIndex path) have ``search(text, k)`` and nothing else, so
+the engine searches them with the rewritten question: the rewriter's text is what is retrieved
+with. ``TextOnlyKB`` wraps the benchmark's FAISS knowledge base to expose only that method (it
+embeds the text with the same MiniLM model); the engine's vector path (``search_vectors`` with
+the expanded query vector) is replayed beside it. Systems: the vector path with the default
+rewriter and with the appender, the text path with each rewriter, and the raw last turn
+searched by text (no rewriting) as the floor. Data and protocol as ``python -m benchmarks run``
+(``benchmarks/runner.py``): MTRAG dev, 777 evaluated tasks, the 36,639-passage KB.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, cast
+
+from benchmarks.data import Benchmark, load_benchmark
+from benchmarks.dhrag_systems import DHRAGSystem, MemoEmbedder
+from benchmarks.kbcache import kb_vectors
+from benchmarks.metrics import mean_scores
+from benchmarks.replay import replay, score_runs
+from benchmarks.systems import BenchContext
+from dhrag_core import Embedder, FaissKnowledgeBase, LightRewriter, MiniLMEmbedder, Passage
+from dhrag_core.rewriting import QueryRewriter
+from dhrag_core.settings import Settings
+
+__all__ = ["TextOnlyKB", "main", "run_text_path"]
+
+REPO_ROOT = Path(__file__).resolve().parents[1]
+DEFAULT_SEED = REPO_ROOT.parent / "shared" / "data" / "mtrag" / "kb_minilm.npz"
+
+
+class TextOnlyKB:
+    """A knowledge base with ``search(text, k)`` only: what a plain retriever offers."""
+
+    def __init__(self, inner: FaissKnowledgeBase, embedder: Embedder) -> None:
+        self._inner = inner
+        self.embedder = embedder
+
+    def search(self, query: str, k: int) -> list[Passage]:
+        return self._inner.search_vectors(self.embedder.encode([query]), k)[0]
+
+
+@dataclass(frozen=True)
+class PathRun:
+    """One system's mean scores over the evaluated tasks, and its replay time."""
+
+    name: str
+    scores: dict[str, float]
+    seconds: float
+
+
+def _systems(
+    kb: FaissKnowledgeBase, memo: MemoEmbedder
+) -> dict[str, Callable[[], DHRAGSystem]]:
+    vector_ctx = BenchContext(kb=kb, embedder=memo)
+    text_ctx = BenchContext(kb=cast(FaissKnowledgeBase, TextOnlyKB(kb, memo)), embedder=memo)
+
+    def make(name: str, ctx: BenchContext, rewriter: QueryRewriter,
+             settings: Settings | None = None) -> Callable[[], DHRAGSystem]:
+        return lambda: DHRAGSystem(name, ctx, settings or Settings(), rewriter=rewriter)
+
+    return {
+        "vector path, substitute (default)": make("v-sub", vector_ctx, LightRewriter()),
+        "vector path, append": make("v-app", vector_ctx, LightRewriter(mode="append")),
+        "text path, raw question": make("t-raw", text_ctx, LightRewriter(),
+                                        Settings(use_rewrite=False)),
+        "text path, append": make("t-app", text_ctx, LightRewriter(mode="append")),
+        "text path, substitute (default)": make("t-sub", text_ctx, LightRewriter()),
+    }
+
+
+def run_text_path(
+    bench: Benchmark, embedder: Embedder, *, cache_dir: Path, seed: Path | None,
+    names: Sequence[str] | None = None, show_progress: bool = False,
+) -> list[PathRun]:
+    """Replay the systems (all, or ``names``) on ``bench``; mean scores per system."""
+    vectors = kb_vectors(bench.kb, embedder, "all-MiniLM-L6-v2", cache_dir=cache_dir,
+                         seed=seed, show_progress=show_progress)
+    memo = MemoEmbedder(embedder)
+    kb = FaissKnowledgeBase(bench.kb, memo, vectors=vectors)
+    out: list[PathRun] = []
+    for name, factory in _systems(kb, memo).items():
+        if names is not None and name not in names:
+            continue
+        t0 = time.perf_counter()
+        runs = replay(factory(), bench.conversations, k=10, show_progress=show_progress)
+        out.append(PathRun(name, mean_scores(score_runs(runs, bench.tasks)),
+                           time.perf_counter() - t0))
+    return out
+
+
+def markdown(runs: Sequence[PathRun]) -> str:
+    lines = ["| system | n | MRR@10 | nDCG@10 | R@10 |", "|---|---|---|---|---|"]
+    lines += [f"| {r.name} | {r.scores['n']:.0f} | {r.scores['MRR@10']:.3f} | "
+              f"{r.scores['nDCG@10']:.3f} | {r.scores['R@10']:.3f} |" for r in runs]
+    return "\n".join(lines)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(prog="python -m benchmarks.text_path", description=__doc__,
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    cache = Path.home() / ".cache" / "dhrag"
+    ap.add_argument("--cache", type=Path, default=cache, help="cache root (KB embeddings)")
+    ap.add_argument("--bench", type=Path, default=None,
+                    help="converted MTRAG folder (default: <cache>/benchmarks/mtrag; "
+                         "python -m benchmarks convert makes it)")
+    ap.add_argument("--seed", type=Path, default=DEFAULT_SEED, help="KB embeddings to seed from")
+    ap.add_argument("--out", type=Path, default=Path("results"), help="folder for the JSON")
+    args = ap.parse_args(argv)
+    bench = load_benchmark(args.bench or args.cache / "benchmarks" / "mtrag")
+    import torch
+
+    torch.set_num_threads(1)
+    runs = run_text_path(bench, MiniLMEmbedder(), cache_dir=args.cache,
+                         seed=args.seed if args.seed.is_file() else None, show_progress=True)
+    print(markdown(runs))
+    args.out.mkdir(parents=True, exist_ok=True)
+    path = args.out / "text_path_mtrag.json"
+    data: dict[str, Any] = {r.name: {"scores": r.scores, "seconds": r.seconds} for r in runs}
+    path.write_text(json.dumps(data, indent=2) + "\n", encoding="utf-8")
+    print(f"\nwrote {path}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
