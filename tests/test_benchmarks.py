@@ -615,3 +615,15 @@ def test_thread_oracle_keeps_one_session_per_thread() -> None:
                   if not t.query.startswith(thread)]
         assert others == []
         oracle.observe(turn.question, [], turn.answer)
+
+
+def test_cross_validation_scores_each_fold_with_the_setting_best_elsewhere() -> None:
+    from benchmarks.tune_dhrag import cross_validate, fold_of
+
+    # folds 0 and 1 are scored with b (best on the other two folds), fold 2 with a: 0.5, 0.5, 0
+    # -- below both settings' own means, as choosing on other data is
+    scores = {"a": [(0, 1.0), (1, 1.0), (2, 0.0)], "b": [(0, 0.5), (1, 0.5), (2, 1.0)]}
+    assert cross_validate(scores, 3) == pytest.approx((0.5 + 0.5 + 0.0) / 3)
+    # with one setting the cross-validated figure is its mean
+    assert cross_validate({"a": scores["a"]}, 3) == pytest.approx(2 / 3)
+    assert fold_of("conversation-1", 5) == fold_of("conversation-1", 5) in range(5)
