@@ -131,10 +131,8 @@ def test_session_from_runtime_context_and_no_recording(engine: DHRAG) -> None:
                  context=Ctx(session_id="from-context"))
     assert engine.history.size("from-context") == 0  # record_turns=False
     assert engine.history.size("from-config") == 0
-    # the selection was made for the context's session
-    from langchain_dhrag._context import pending_for
-
-    assert pending_for(engine).get("from-context", WALL_Q) is not None
+    # the selection was made for the context's session (and waits there, unrecorded)
+    assert engine.pending("from-context", WALL_Q) is not None
 
 
 async def test_async_agent(engine: DHRAG) -> None:
