@@ -18,7 +18,7 @@ import threading
 from collections import OrderedDict
 from collections.abc import Sequence
 from dataclasses import replace
-from typing import Any
+from typing import Any, Literal
 
 import numpy as np
 from langchain_core.documents import Document
@@ -270,7 +270,7 @@ def _by_vector(source: BaseRetriever | VectorStore) -> bool:
 
 
 def knowledge_and_embedder(
-    knowledge: Any, embedder: Any = None
+    knowledge: Any, embedder: Any = None, search: Literal["auto", "vector", "text"] = "auto"
 ) -> tuple[KnowledgeBase, Embedder | None]:
     """The knowledge base and the engine's embedder for a source.
 
@@ -278,9 +278,12 @@ def knowledge_and_embedder(
     (``LangChainVectorKnowledgeBase``) when the engine embeds with those same embeddings:
     with ``embedder`` left None they are used (no second model), or ``embedder`` is them.
     Any other source, or another ``embedder``, gets the text path
-    (``LangChainKnowledgeBase``: the rewritten query as text). A dhrag ``KnowledgeBase`` is
+    (``LangChainKnowledgeBase``: the rewritten query as text). ``search="text"`` asks for
+    the text path, ``"vector"`` raises where it is impossible. A dhrag ``KnowledgeBase`` is
     used as it is.
     """
+    if search not in ("auto", "vector", "text"):
+        raise ValueError(f'search must be "auto", "vector" or "text", got {search!r}')
     emb = as_embedder(embedder)
     if not isinstance(knowledge, (BaseRetriever, VectorStore)):
         return as_knowledge_base(knowledge, emb), emb
@@ -290,8 +293,13 @@ def knowledge_and_embedder(
     if own_embedder is not None and embedder is None:
         emb = own_embedder
     same = own is not None and (emb is own_embedder or embedder is own)
-    if same and _by_vector(knowledge):
+    if search != "text" and same and _by_vector(knowledge):
         return LangChainVectorKnowledgeBase(knowledge, embedder=emb), emb
+    if search == "vector":
+        raise ValueError(
+            'search="vector" needs a VectorStore (or its similarity/MMR retriever) and its own '
+            "embeddings (leave embedder unset)"
+        )
     return LangChainKnowledgeBase(knowledge, embedder=emb), emb
 
 

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, Literal
 
 from langchain_core.callbacks import (
     AsyncCallbackManagerForRetrieverRun,
@@ -76,6 +76,7 @@ class DHRAGRetriever(BaseRetriever):
         store: HistoryStore | str | None = None,
         settings: Settings | None = None,
         rewriter: Any = None,
+        search: Literal["auto", "vector", "text"] = "auto",
         **fields: Any,
     ) -> DHRAGRetriever:
         """A retriever over a new engine.
@@ -94,9 +95,11 @@ class DHRAGRetriever(BaseRetriever):
                 fetched from ``knowledge`` per query).
             rewriter: dhrag ``QueryRewriter`` or a chat model (the core's ``LLMRewriter``
                 over ``ChatModelLLM(model)``).
+            search: ``"auto"`` (by vector where the source allows it, else by text),
+                ``"vector"`` or ``"text"``.
             **fields: ``k``, ``session_id`` and other retriever fields.
         """
-        kb, emb = knowledge_and_embedder(knowledge, embedder)
+        kb, emb = knowledge_and_embedder(knowledge, embedder, search)
         engine = DHRAG(kb, embedder=emb, store=store, settings=settings,
                        rewriter=as_rewriter(rewriter))
         return cls(engine=engine, **fields)

@@ -386,6 +386,12 @@ def test_text_path_for_other_embedders_and_text_only_retrievers(spy_store: SpySt
     assert mmr.invoke(PIG_Q, session_id="a")[0].metadata["title"] == "Guinea pig"
     other.invoke(PIG_Q, session_id="a")
     assert spy_store.used[-1] == "text"
+    text = DHRAGRetriever.from_knowledge(spy_store, search="text")
+    assert type(text.engine.knowledge) is LangChainKnowledgeBase
+    with pytest.raises(ValueError, match='search="vector" needs'):
+        DHRAGRetriever.from_knowledge(spy_store, embedder=HashingEmbedder(), search="vector")
+    with pytest.raises(ValueError, match="search must be"):
+        DHRAGRetriever.from_knowledge(spy_store, search="both")  # type: ignore[arg-type]
     with pytest.raises(ValueError, match="search_type"):
         LangChainVectorKnowledgeBase(spy_store.as_retriever(
             search_type="similarity_score_threshold", search_kwargs={"score_threshold": 0.1}))
