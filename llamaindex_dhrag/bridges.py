@@ -390,16 +390,20 @@ def knowledge_and_embedder(
     (``VectorIndexKnowledgeBase``) when the engine embeds with the index's own embedding
     model: with ``embedder`` left None it is used (no second model), or ``embedder`` is it
     (or the dhrag embedder inside its ``DHRAGEmbedding``).
-    Other retrievers, or another ``embedder``, get the text path (``RetrieverKnowledgeBase``).
-    ``search="text"`` asks for the text path; ``"vector"`` raises where it is impossible.
+    Other retrievers, or another ``embedder``, get the text path (``RetrieverKnowledgeBase``;
+    over a vector index, still embedding history with the index's model unless ``embedder``
+    is given). ``search="text"`` asks for the text path; ``"vector"`` raises where it is impossible.
     """
     if search not in ("auto", "vector", "text"):
         raise ValueError(f'search must be "auto", "vector" or "text", got {search!r}')
-    if search != "text" and isinstance(retriever, VectorIndexRetriever) and dense(retriever):
-        own: BaseEmbedding = retriever._embed_model
-        inner = own.embedder if isinstance(own, DHRAGEmbedding) else None
-        if embedder is None or embedder is own or (inner is not None and embedder is inner):
-            return VectorIndexKnowledgeBase(retriever), _embedder(own)
+    own = retriever._embed_model if isinstance(retriever, VectorIndexRetriever) else None
+    if own is not None and embedder is None:
+        embedder = own  # the index's model embeds history too: no second model
+    inner = own.embedder if isinstance(own, DHRAGEmbedding) else None
+    same = own is not None and (embedder is own or (inner is not None and embedder is inner))
+    by_vector = isinstance(retriever, VectorIndexRetriever) and dense(retriever)
+    if search != "text" and same and by_vector:
+        return VectorIndexKnowledgeBase(retriever), _embedder(own)
     if search == "vector":
         raise ValueError(
             'search="vector" needs a VectorIndexRetriever in the default query mode and the '
