@@ -151,3 +151,14 @@ def test_bad_arguments(engine: DHRAG) -> None:
         DHRAGMiddleware(engine, k=0)
     with pytest.raises(ValueError, match="session_id"):
         DHRAGMiddleware(engine, session_id="")
+
+
+def test_a_run_without_a_session_is_an_error(engine: DHRAG) -> None:
+    agent = create_agent(scripted(AIMessage(WALL_A)), [], middleware=[DHRAGMiddleware(engine)])
+    with pytest.raises(ValueError, match=r"no session id.*DHRAGMiddleware\(session_id"):
+        agent.invoke({"messages": [HumanMessage(WALL_Q)]})
+    assert engine.history.size("default") == 0
+    fixed = create_agent(scripted(AIMessage(WALL_A)), [],
+                         middleware=[DHRAGMiddleware(engine, session_id="kiosk")])
+    fixed.invoke({"messages": [HumanMessage(WALL_Q)]})  # a default chosen explicitly
+    assert engine.history.size("kiosk") == 1
