@@ -120,11 +120,14 @@ class DHRAG:
         return selection
 
     def _take_pending(self, session_id: str, query: str) -> Selection | None:
-        """Remove the session's pending selection (the history it saw is about to change);
-        return it if it was made for ``query``."""
+        """Remove and return the session's pending selection if it was made for ``query``
+        (one made for another question stays: its own turn may still be recorded)."""
         with self._pending_lock:
-            sel = self._pending.pop(session_id, None)
-        return sel if sel is not None and sel.query == query else None
+            sel = self._pending.get(session_id)
+            if sel is None or sel.query != query:
+                return None
+            del self._pending[session_id]
+            return sel
 
     def _restore_pending(self, selection: Selection | None) -> None:
         if selection is not None:
@@ -323,7 +326,7 @@ class DHRAG:
 
         The passages are ``passages`` when given, else the context of ``selection``, else
         that of the session's pending selection (the latest ``select``) if it was made for
-        ``query``, else none. Recording drops the session's pending selection.
+        ``query`` (it is then no longer pending), else none.
         """
         check_session_id(session_id)
         if selection is not None and selection.session_id != session_id:

@@ -277,12 +277,15 @@ def test_record_without_selection_stores_the_pending_selections_passages(rag: DH
     assert rag.pending("alice") is None
 
 
-def test_recording_another_query_drops_the_stale_pending_selection(rag: DHRAG) -> None:
-    rag.select("alice", "What is the Great Wall built of?")
+def test_recording_another_query_leaves_the_pending_selection(rag: DHRAG) -> None:
+    sel = rag.select("alice", "What is the Great Wall built of?")
     rag.select("bob", "Do guinea pigs dig?")
-    rag.record("alice", "Something else", "ok")
+    rag.record("alice", "Something else", "ok")  # e.g. a concurrent turn of the session
     (turn,) = rag.history.turns("alice")
-    assert turn.passages == () and rag.pending("alice") is None
+    assert turn.passages == () and rag.pending("alice") is sel  # its turn still to come
+    rag.record("alice", sel.query, "Stone.")
+    assert [p.id for p in rag.history.turns("alice")[-1].passages] == [
+        p.id for p in sel.passages]
     assert rag.pending("bob", "Do guinea pigs dig?") is not None  # other sessions kept
     rag.reset("bob")
     assert rag.pending("bob") is None
