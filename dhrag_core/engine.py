@@ -9,6 +9,7 @@ weights, evicts, and organises the new turn into clusters, summaries and chains.
 from __future__ import annotations
 
 import asyncio
+import inspect
 import threading
 import time
 from collections import OrderedDict
@@ -50,6 +51,8 @@ class DHRAG:
             come from it).
         vector_cache_size: Passage vectors kept (LRU) for knowledge bases that return text
             only.
+        max_pending: Sessions whose latest selection is kept until its turn is recorded
+            (least recently selected dropped first).
 
     Example:
         >>> from dhrag_core import DHRAG, FaissKnowledgeBase, HashingEmbedder
@@ -57,7 +60,9 @@ class DHRAG:
         >>> kb = FaissKnowledgeBase(["The Great Wall is 21,196 km long."], emb)
         >>> rag = DHRAG(kb, embedder=emb)
         >>> sel = rag.select("alice", "How long is the Great Wall?")
-        >>> _ = rag.record("alice", sel.query, "About 21,196 km.", selection=sel)
+        >>> _ = rag.record("alice", sel.query, "About 21,196 km.")  # stores sel's passages
+        >>> rag.pending("alice") is None
+        True
     """
 
     def __init__(
@@ -73,6 +78,7 @@ class DHRAG:
         history: HistoryDatabase | None = None,
         clock: Callable[[], float] = time.time,
         vector_cache_size: int = 10_000,
+        max_pending: int = 4096,
     ) -> None:
         if not isinstance(knowledge, KnowledgeBase):
             raise TypeError("knowledge must have a search(query, k) method (KnowledgeBase)")
@@ -90,55 +96,109 @@ class DHRAG:
         self.vector_cache_size = vector_cache_size
         self._vector_cache: OrderedDict[str, Vector] = OrderedDict()
         self._vector_lock = threading.Lock()
+        if isinstance(max_pending, bool) or not isinstance(max_pending, int) or max_pending < 1:
+            raise ValueError(f"max_pending must be an int >= 1, got {max_pending!r}")
+        self.max_pending = max_pending
+        self._pending: OrderedDict[str, Selection] = OrderedDict()
+        self._pending_lock = threading.Lock()
+
+    # -- pending selections -----------------------------------------------------------------
+
+    def pending(self, session_id: str, query: str | None = None) -> Selection | None:
+        """The session's latest selection not yet recorded (only if made for ``query``,
+        when given)."""
+        with self._pending_lock:
+            sel = self._pending.get(session_id)
+        return sel if sel is not None and (query is None or sel.query == query) else None
+
+    def _keep_pending(self, selection: Selection) -> Selection:
+        with self._pending_lock:
+            self._pending[selection.session_id] = selection
+            self._pending.move_to_end(selection.session_id)
+            while len(self._pending) > self.max_pending:
+                self._pending.popitem(last=False)
+        return selection
+
+    def _take_pending(self, session_id: str, query: str) -> Selection | None:
+        """Remove and return the session's pending selection if it was made for ``query``
+        (one made for another question stays: its own turn may still be recorded)."""
+        with self._pending_lock:
+            sel = self._pending.get(session_id)
+            if sel is None or sel.query != query:
+                return None
+            del self._pending[session_id]
+            return sel
+
+    def _restore_pending(self, selection: Selection | None) -> None:
+        if selection is not None:
+            with self._pending_lock:
+                self._pending.setdefault(selection.session_id, selection)
 
     # -- before the LLM ---------------------------------------------------------------------
 
     def select(self, session_id: str, query: str, k: int | None = None) -> Selection:
-        """History, rewritten query and integrated context for ``query`` (nothing stored)."""
+        """History, rewritten query and integrated context for ``query`` (nothing stored).
+
+        The selection is kept as the session's pending one until ``record`` stores its turn.
+        """
         check_session_id(session_id)
         cfg = self.settings
         k = cfg.context_k if k is None else check_k(k)
         timer = StageTimer()
-        qv, history, rewrite = self._prepare(session_id, query, timer)
+        qv, history = self._match(session_id, query, timer)
+        with timer("rewrite_s"):
+            rewrite = self._rewrite(query, history)
         with timer("expand_s"):
             search_vec = self._search_vector(query, qv, rewrite, history)
         with timer("kb_s"):
             kb = self._search_kb(rewrite.text, search_vec)
-        return self._integrate(session_id, query, rewrite, qv, search_vec, history, kb, k, timer)
+        return self._keep_pending(
+            self._integrate(session_id, query, rewrite, qv, search_vec, history, kb, k, timer)
+        )
 
     async def aselect(self, session_id: str, query: str, k: int | None = None) -> Selection:
         """``select`` without blocking the event loop.
 
-        CPU work (embedding, history matching, FAISS) runs in a worker thread; a knowledge
-        base with an ``asearch(query, k)`` coroutine is awaited on the caller's loop.
+        CPU work (embedding, history matching, integration) runs in worker threads; the async
+        members of the parts plugged in are awaited on the caller's loop: the rewriter's
+        ``arewrite(query, history)`` and the knowledge base's ``asearch_vectors(vectors, k)``
+        (searched by vector) or ``asearch(query, k)`` (by text). Parts without them run in a
+        worker thread.
         """
-        asearch = getattr(self.knowledge, "asearch", None)
-        if not callable(asearch):
-            return await asyncio.to_thread(self.select, session_id, query, k)
         check_session_id(session_id)
         k = self.settings.context_k if k is None else check_k(k)
         timer = StageTimer()
-        qv, history, rewrite = await asyncio.to_thread(self._prepare, session_id, query, timer)
+        qv, history = await asyncio.to_thread(self._match, session_id, query, timer)
+        with timer("rewrite_s"):
+            rewrite = await self._arewrite(query, history)
         with timer("expand_s"):
             search_vec = await asyncio.to_thread(
                 self._search_vector, query, qv, rewrite, history
             )
         with timer("kb_s"):
-            kb = list(await asearch(rewrite.text, self.settings.kb_k))
-        return await asyncio.to_thread(
+            kb = await self._asearch_kb(rewrite.text, search_vec)
+        selection = await asyncio.to_thread(
             self._integrate, session_id, query, rewrite, qv, search_vec, history, kb, k, timer
         )
+        return self._keep_pending(selection)
 
-    def _prepare(
+    def _match(
         self, session_id: str, query: str, timer: StageTimer
-    ) -> tuple[Vector, list[SelectedTurn], Rewrite]:
+    ) -> tuple[Vector, list[SelectedTurn]]:
         with timer("encode_s"):
             qv = self.history.encode_query(query)
         with timer("history_s"):
             history = self.history.select(session_id, qv)
-        with timer("rewrite_s"):
-            rewrite = self._rewrite(query, history)
-        return qv, history, rewrite
+        return qv, history
+
+    async def _arewrite(self, query: str, history: Sequence[SelectedTurn]) -> Rewrite:
+        if not self.settings.use_rewrite or not history:
+            return Rewrite(query)
+        arewrite = getattr(self.rewriter, "arewrite", None)
+        if inspect.iscoroutinefunction(arewrite):
+            found: Rewrite = await arewrite(query, history)
+            return found
+        return await asyncio.to_thread(self.rewriter.rewrite, query, history)
 
     def _rewrite(self, query: str, history: Sequence[SelectedTurn]) -> Rewrite:
         if not self.settings.use_rewrite or not history:
@@ -173,6 +233,19 @@ class DHRAG:
             found: list[Passage] = search_vectors(vector[None, :], k)[0]
             return found
         return list(self.knowledge.search(text, k))
+
+    async def _asearch_kb(self, text: str, vector: Vector) -> list[Passage]:
+        k, kb = self.settings.kb_k, self.knowledge
+        if callable(getattr(kb, "search_vectors", None)):
+            asearch_vectors = getattr(kb, "asearch_vectors", None)
+            if inspect.iscoroutinefunction(asearch_vectors):
+                rows: list[list[Passage]] = await asearch_vectors(vector[None, :], k)
+                return list(rows[0])
+            return await asyncio.to_thread(self._search_kb, text, vector)
+        asearch = getattr(kb, "asearch", None)
+        if inspect.iscoroutinefunction(asearch):
+            return list(await asearch(text, k))
+        return await asyncio.to_thread(self._search_kb, text, vector)
 
     def _integrate(
         self, session_id: str, query: str, rewrite: Rewrite, qv: Vector, search_vec: Vector,
@@ -248,19 +321,31 @@ class DHRAG:
         passages: Sequence[Passage | str] | None = None,
         metadata: Mapping[str, Any] | None = None,
     ) -> AddResult:
-        """Store the turn's triple: the passages shown (``selection``'s context unless
-        ``passages`` is given) and the response. Updates weights, evicts, organises."""
+        """Store the turn's triple: the passages shown and the response. Updates weights,
+        evicts, organises.
+
+        The passages are ``passages`` when given, else the context of ``selection``, else
+        that of the session's pending selection (the latest ``select``) if it was made for
+        ``query`` (it is then no longer pending), else none.
+        """
+        check_session_id(session_id)
         if selection is not None and selection.session_id != session_id:
             raise ValueError(
                 f"selection belongs to session {selection.session_id!r}, not {session_id!r}"
             )
+        taken = self._take_pending(session_id, query)
+        selection = selection if selection is not None else taken
         shown: Sequence[Passage | str] = (
             passages if passages is not None
             else (selection.passages if selection is not None else [])
         )
         qv = selection.query_vector if selection is not None and selection.query == query else None
-        return self.history.add(session_id, query, shown, response, metadata=metadata,
-                                query_vector=qv)
+        try:
+            return self.history.add(session_id, query, shown, response, metadata=metadata,
+                                    query_vector=qv)
+        except BaseException:
+            self._restore_pending(taken)
+            raise
 
     async def arecord(
         self,
@@ -279,5 +364,7 @@ class DHRAG:
         )
 
     def reset(self, session_id: str) -> None:
-        """Forget one session's history."""
+        """Forget one session's history (and its pending selection)."""
         self.history.delete_session(session_id)
+        with self._pending_lock:
+            self._pending.pop(session_id, None)

@@ -24,7 +24,13 @@ MAX_PASSAGE_CHARS = Settings().max_text_chars
 
 @runtime_checkable
 class KnowledgeBase(Protocol):
-    """Anything that returns passages for a query (a vector store, a retriever, an API)."""
+    """Anything that returns passages for a query (a vector store, a retriever, an API).
+
+    Optional members the engine uses when present: ``search_vectors(vectors, k)`` (then it
+    is searched by the expanded query vector, which must be in its embedding space) and the
+    coroutines ``asearch(query, k)`` / ``asearch_vectors(vectors, k)``, awaited by
+    ``DHRAG.aselect``.
+    """
 
     def search(self, query: str, k: int) -> list[Passage]: ...
 

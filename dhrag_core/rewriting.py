@@ -47,7 +47,11 @@ class Rewrite:
 
 @runtime_checkable
 class QueryRewriter(Protocol):
-    """Rewrites the current query into a standalone one, given the selected history."""
+    """Rewrites the current query into a standalone one, given the selected history.
+
+    An optional coroutine ``arewrite(query, history)`` (doing I/O, such as an LLM call) is
+    awaited by ``DHRAG.aselect`` instead of running ``rewrite`` in a worker thread.
+    """
 
     def rewrite(self, query: str, history: Sequence[SelectedTurn]) -> Rewrite: ...
 

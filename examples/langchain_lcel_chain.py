@@ -1,12 +1,13 @@
-"""An LCEL RAG chain with DH-RAG conversational memory (offline by default).
+"""An LCEL RAG chain with DH-RAG conversational memory added in one call (offline by default).
 
     python examples/langchain_lcel_chain.py
 
 The knowledge base is a LangChain ``InMemoryVectorStore`` of the 227 demo passages (real
 Wikipedia text), embedded by DH-RAG's offline all-MiniLM-L6-v2 through ``DHRAGEmbeddings``.
-``DHRAGRetriever`` reconstructs each question from the session's history, so an elliptical
-follow-up ("How long is it?") retrieves passages about the right wall, and a return to an
-earlier topic finds that topic's turns again.
+``DHRAGRetriever`` searches the store by vector, with the question moved toward the history
+turns DH-RAG selects, so an elliptical follow-up ("How long is it?") retrieves passages about
+the right wall. ``with_dhrag_memory(chain, retriever)`` records each answer as a turn of the
+session named in the config -- for ``invoke``, ``ainvoke``, ``batch`` and ``stream``.
 
 The chat model is scripted (no key, no network). To use a real OpenAI-compatible model,
 install ``langchain-openai`` and set ``OPENAI_API_KEY`` (and ``OPENAI_BASE_URL``,
@@ -33,7 +34,13 @@ from langchain_core.vectorstores import InMemoryVectorStore
 
 from dhrag_core import MiniLMEmbedder
 from dhrag_core.demo import DEMO_TURNS, load_demo_kb
-from langchain_dhrag import ChatModelRewriter, DHRAGEmbeddings, DHRAGRetriever, format_documents
+from langchain_dhrag import (
+    DHRAGEmbeddings,
+    DHRAGMemoryRunnable,
+    DHRAGRetriever,
+    format_documents,
+    with_dhrag_memory,
+)
 
 SESSION = "alice"
 
@@ -91,13 +98,12 @@ def build_store(embedder: MiniLMEmbedder) -> InMemoryVectorStore:
     return store
 
 
-def main() -> None:
-    started = time.perf_counter()
-    embedder = MiniLMEmbedder()
-    llm, real = chat_model()
-    store = build_store(embedder)
+def build_chat(
+    embedder: MiniLMEmbedder, llm: BaseChatModel, *, rewrite_with_llm: bool = False
+) -> tuple[DHRAGMemoryRunnable, DHRAGRetriever]:
+    """An ordinary LCEL RAG chain over the store, with DH-RAG memory added by one call."""
     retriever = DHRAGRetriever.from_knowledge(
-        store, embedder=embedder, k=4, rewriter=ChatModelRewriter(llm) if real else None
+        build_store(embedder), k=4, rewriter=llm if rewrite_with_llm else None
     )
 
     def prompt_inputs(x: dict[str, Any]) -> dict[str, str]:
@@ -110,10 +116,18 @@ def main() -> None:
     chain = RunnableParallel(docs=retriever, question=RunnablePassthrough()).assign(
         answer=RunnableLambda(prompt_inputs) | PROMPT | llm | StrOutputParser()
     )
+    return with_dhrag_memory(chain, retriever, output_key="answer"), retriever
+
+
+def main() -> None:
+    started = time.perf_counter()
+    embedder = MiniLMEmbedder()
+    llm, real = chat_model()
+    chat, retriever = build_chat(embedder, llm, rewrite_with_llm=real)
     config: RunnableConfig = {"configurable": {"session_id": SESSION}}
 
     for n, question in enumerate(DEMO_TURNS, 1):
-        out = chain.invoke(question, config=config)
+        out = chat.invoke(question, config=config)  # the turn is recorded after the answer
         docs = out["docs"]
         print(f"\n[{n}] Q: {question}")
         if docs:
@@ -123,7 +137,6 @@ def main() -> None:
             origin = f"history turn {t['turn'] + 1}" if t["source"] == "history" else "kb"
             print(f"    {t['weight']:.2f}  {d.metadata.get('title', '')[:38]:38}  ({origin})")
         print(f"    A: {out['answer']}")
-        retriever.record(SESSION, question, out["answer"])  # the turn enters the history
 
     turns = retriever.engine.history.turns(SESSION)
     print(f"\n{len(turns)} turns in session {SESSION!r}; "

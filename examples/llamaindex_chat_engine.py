@@ -204,8 +204,10 @@ def run(
     out.write(f"indexed {n_nodes} chunks from {docs} in {time.perf_counter() - t0:.1f} s\n")
 
     llm = llm or ExtractiveLLM(embedder=embedder)
+    # one call: the index is searched by vector with its own embedding model (no second
+    # model), and every chat turn is recorded by the engine itself
     engine = DHRAGChatEngine.from_defaults(
-        index.as_retriever(similarity_top_k=8), llm, embedder=embedder, store=store,
+        index.as_retriever(similarity_top_k=8), llm, store=store,
         settings=Settings(kb_k=8, context_k=5), context_prompt=CONTEXT_PROMPT,
         rewriter="light" if isinstance(llm, ExtractiveLLM) else "llm", session_id="demo",
     )

@@ -4,14 +4,13 @@ Example:
     ```python
     from langchain_core.vectorstores import InMemoryVectorStore
     from dhrag_core import MiniLMEmbedder
-    from langchain_dhrag import DHRAGEmbeddings, DHRAGRetriever
+    from langchain_dhrag import DHRAGEmbeddings, DHRAGRetriever, with_dhrag_memory
 
     store = InMemoryVectorStore(DHRAGEmbeddings(MiniLMEmbedder()))
     store.add_texts(passages)
-    retriever = DHRAGRetriever.from_knowledge(store, k=4)
-    cfg = {"configurable": {"session_id": "alice"}}
-    docs = retriever.invoke("How long is it?", config=cfg)
-    retriever.record("alice", "How long is it?", answer)
+    retriever = DHRAGRetriever.from_knowledge(store, k=4)  # searched by vector
+    chat = with_dhrag_memory(rag_chain_using(retriever), retriever)
+    chat.invoke("How long is it?", {"configurable": {"session_id": "alice"}})  # recorded
     ```
 
 ``DHRAGMiddleware`` (agents) needs the ``langchain`` package and is imported on first use.
@@ -22,10 +21,11 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from langchain_dhrag.bridges import (
-    ChatModelRewriter,
+    ChatModelLLM,
     DHRAGEmbeddings,
     LangChainEmbedder,
     LangChainKnowledgeBase,
+    LangChainVectorKnowledgeBase,
 )
 from langchain_dhrag.documents import (
     TRACE_KEY,
@@ -35,23 +35,27 @@ from langchain_dhrag.documents import (
 )
 from langchain_dhrag.memory import DHRAGChatMessageHistory, DHRAGMemory
 from langchain_dhrag.retrievers import DHRAGRetriever
+from langchain_dhrag.runnables import DHRAGMemoryRunnable, with_dhrag_memory
 
 if TYPE_CHECKING:
     from langchain_dhrag.middleware import DHRAGMiddleware
 
 __all__ = [
     "TRACE_KEY",
-    "ChatModelRewriter",
+    "ChatModelLLM",
     "DHRAGChatMessageHistory",
     "DHRAGEmbeddings",
     "DHRAGMemory",
+    "DHRAGMemoryRunnable",
     "DHRAGMiddleware",
     "DHRAGRetriever",
     "LangChainEmbedder",
     "LangChainKnowledgeBase",
+    "LangChainVectorKnowledgeBase",
     "document_to_passage",
     "format_documents",
     "selection_to_documents",
+    "with_dhrag_memory",
 ]
 
 

@@ -5,7 +5,9 @@
 * ``LangChainEmbedder``: any LangChain ``Embeddings`` as DH-RAG's embedder (``Embedder``).
 * ``DHRAGEmbeddings``: a DH-RAG embedder (such as ``MiniLMEmbedder``) as LangChain
   ``Embeddings``, for vector stores.
-* ``ChatModelRewriter``: any chat model as DH-RAG's query rewriter (``QueryRewriter``).
+* ``ChatModelLLM``: any chat model as dhrag_core's ``LLM`` (for the core's ``LLMRewriter``).
+* ``knowledge_and_embedder``: which path a source gets (by vector or by text) and the
+  embedder of the engine (the store's own embeddings when it has them).
 """
 
 from __future__ import annotations
@@ -16,13 +18,13 @@ import threading
 from collections import OrderedDict
 from collections.abc import Sequence
 from dataclasses import replace
-from typing import Any
+from typing import Any, Literal
 
 import numpy as np
 from langchain_core.documents import Document
 from langchain_core.embeddings import Embeddings
 from langchain_core.language_models import BaseChatModel
-from langchain_core.messages import BaseMessage, HumanMessage, SystemMessage
+from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage
 from langchain_core.retrievers import BaseRetriever
 from langchain_core.runnables import Runnable, RunnableConfig
 from langchain_core.vectorstores import VectorStore, VectorStoreRetriever
@@ -30,27 +32,26 @@ from langchain_core.vectorstores import VectorStore, VectorStoreRetriever
 from dhrag_core import (
     Embedder,
     KnowledgeBase,
-    LightRewriter,
+    LLMRewriter,
     Passage,
     QueryRewriter,
-    Rewrite,
-    SelectedTurn,
     l2_normalise,
 )
 from dhrag_core.embedding import FunctionEmbedder
-from dhrag_core.llm_rewriting import clean_rewrite, format_history
-from langchain_dhrag._context import call_on_caller_loop, child_callbacks
+from dhrag_core.llm import LLMError, Message
+from langchain_dhrag._context import child_callbacks
 from langchain_dhrag.documents import document_to_passage
 
 __all__ = [
-    "ChatModelRewriter",
+    "ChatModelLLM",
     "DHRAGEmbeddings",
     "LangChainEmbedder",
     "LangChainKnowledgeBase",
+    "LangChainVectorKnowledgeBase",
     "as_embedder",
     "as_knowledge_base",
     "as_rewriter",
-    "clean_rewrite",
+    "knowledge_and_embedder",
     "source_embeddings",
 ]
 
@@ -123,10 +124,6 @@ class LangChainKnowledgeBase:
     def search(self, query: str, k: int) -> list[Passage]:
         """The passages for ``query``, best first (at most ``k``)."""
         k = _check_k(k)
-        return call_on_caller_loop(lambda: self.asearch(query, k),
-                                   lambda: self._search_sync(query, k))
-
-    def _search_sync(self, query: str, k: int) -> list[Passage]:
         src = self.source
         if isinstance(src, VectorStore):
             try:
@@ -173,6 +170,88 @@ class LangChainKnowledgeBase:
         return [replace(p, vector=v) for p, v in zip(passages, vectors, strict=True)]
 
 
+class LangChainVectorKnowledgeBase(LangChainKnowledgeBase):
+    """A LangChain ``VectorStore`` (or ``VectorStoreRetriever``) searched by vector.
+
+    The engine passes its expanded query vector (the query moved toward the selected history
+    turns) to ``search_vectors``/``asearch_vectors``, which call the store's
+    ``similarity_search_by_vector``/``asimilarity_search_by_vector`` (a retriever with
+    ``search_type="mmr"``: ``max_marginal_relevance_search_by_vector``). Only valid when the
+    engine embeds with the store's own embeddings (``knowledge_and_embedder`` checks it);
+    ``search(query, k)`` keeps the text path.
+
+    Example:
+        >>> from langchain_core.vectorstores import InMemoryVectorStore
+        >>> from dhrag_core import HashingEmbedder
+        >>> emb = HashingEmbedder()
+        >>> store = InMemoryVectorStore(DHRAGEmbeddings(emb))
+        >>> _ = store.add_texts(["The Great Wall is 21,196 km long."])
+        >>> kb = LangChainVectorKnowledgeBase(store, embedder=emb)
+        >>> kb.search_vectors(emb.encode(["wall length"]), k=1)[0][0].text
+        'The Great Wall is 21,196 km long.'
+    """
+
+    def __init__(
+        self,
+        source: BaseRetriever | VectorStore,
+        *,
+        search_kwargs: dict[str, Any] | None = None,
+        embedder: Embedder | None = None,
+    ) -> None:
+        super().__init__(source, search_kwargs=search_kwargs, embedder=embedder)
+        if isinstance(source, VectorStoreRetriever):
+            if source.search_type not in ("similarity", "mmr"):
+                raise ValueError(
+                    f"a retriever with search_type={source.search_type!r} cannot be searched "
+                    "by vector; use LangChainKnowledgeBase (the text path)"
+                )
+            kwargs = {key: v for key, v in source.search_kwargs.items() if key != "k"}
+            self._store: VectorStore = source.vectorstore
+            self._kwargs = {**kwargs, **self.search_kwargs}
+            self._mmr = source.search_type == "mmr"
+        elif isinstance(source, VectorStore):
+            self._store, self._kwargs, self._mmr = source, self.search_kwargs, False
+        else:
+            raise TypeError("source must be a LangChain VectorStore or VectorStoreRetriever")
+
+    @staticmethod
+    def _rows(vectors: np.ndarray) -> list[list[float]]:
+        m = np.asarray(vectors, dtype=np.float64)
+        if m.ndim != 2:
+            raise ValueError(f"vectors must be a 2-D array (one row per query), got {m.shape}")
+        rows: list[list[float]] = m.tolist()
+        return rows
+
+    def search_vectors(self, vectors: np.ndarray, k: int) -> list[list[Passage]]:
+        """The passages nearest each row of ``vectors``, best first (at most ``k`` each)."""
+        k = _check_k(k)
+        out = []
+        for row in self._rows(vectors):
+            if self._mmr:
+                docs = self._store.max_marginal_relevance_search_by_vector(row, k=k,
+                                                                           **self._kwargs)
+            else:
+                docs = self._store.similarity_search_by_vector(row, k=k, **self._kwargs)
+            out.append(self._passages(docs, k))
+        return out
+
+    async def asearch_vectors(self, vectors: np.ndarray, k: int) -> list[list[Passage]]:
+        """``search_vectors`` through the store's async API."""
+        k = _check_k(k)
+        out = []
+        for row in self._rows(vectors):
+            if self._mmr:
+                docs = await self._store.amax_marginal_relevance_search_by_vector(
+                    row, k=k, **self._kwargs)
+            else:
+                docs = await self._store.asimilarity_search_by_vector(row, k=k, **self._kwargs)
+            passages = [document_to_passage(d) for d in docs[:k]]
+            if self._vectors is not None:
+                passages = await asyncio.to_thread(self._with_vectors, passages)
+            out.append(passages)
+        return out
+
+
 def source_embeddings(source: BaseRetriever | VectorStore) -> Embeddings | None:
     """The embeddings of a vector store or of a ``VectorStoreRetriever``'s store, if known."""
     store = source.vectorstore if isinstance(source, VectorStoreRetriever) else source
@@ -184,9 +263,49 @@ def source_embeddings(source: BaseRetriever | VectorStore) -> Embeddings | None:
         return None
 
 
+def _by_vector(source: BaseRetriever | VectorStore) -> bool:
+    if isinstance(source, VectorStoreRetriever):
+        return source.search_type in ("similarity", "mmr")
+    return isinstance(source, VectorStore)
+
+
+def knowledge_and_embedder(
+    knowledge: Any, embedder: Any = None, search: Literal["auto", "vector", "text"] = "auto"
+) -> tuple[KnowledgeBase, Embedder | None]:
+    """The knowledge base and the engine's embedder for a source.
+
+    A vector store (or its similarity/MMR retriever) with embeddings is searched by vector
+    (``LangChainVectorKnowledgeBase``) when the engine embeds with those same embeddings:
+    with ``embedder`` left None they are used (no second model), or ``embedder`` is them.
+    Any other source, or another ``embedder``, gets the text path
+    (``LangChainKnowledgeBase``: the rewritten query as text). ``search="text"`` asks for
+    the text path, ``"vector"`` raises where it is impossible. A dhrag ``KnowledgeBase`` is
+    used as it is.
+    """
+    if search not in ("auto", "vector", "text"):
+        raise ValueError(f'search must be "auto", "vector" or "text", got {search!r}')
+    emb = as_embedder(embedder)
+    if not isinstance(knowledge, (BaseRetriever, VectorStore)):
+        return as_knowledge_base(knowledge, emb), emb
+    own = source_embeddings(knowledge)
+    own_embedder = own.embedder if isinstance(own, DHRAGEmbeddings) else (
+        LangChainEmbedder(own) if own is not None else None)
+    if own_embedder is not None and embedder is None:
+        emb = own_embedder
+    same = own is not None and (emb is own_embedder or embedder is own)
+    if search != "text" and same and _by_vector(knowledge):
+        return LangChainVectorKnowledgeBase(knowledge, embedder=emb), emb
+    if search == "vector":
+        raise ValueError(
+            'search="vector" needs a VectorStore (or its similarity/MMR retriever) and its own '
+            "embeddings (leave embedder unset)"
+        )
+    return LangChainKnowledgeBase(knowledge, embedder=emb), emb
+
+
 def as_knowledge_base(knowledge: Any, embedder: Embedder | None = None) -> KnowledgeBase:
-    """A LangChain retriever/vector store wrapped as ``LangChainKnowledgeBase``; a dhrag
-    ``KnowledgeBase`` (``FaissKnowledgeBase``...) as it is."""
+    """A LangChain retriever/vector store wrapped as ``LangChainKnowledgeBase`` (the text
+    path); a dhrag ``KnowledgeBase`` (``FaissKnowledgeBase``...) as it is."""
     if isinstance(knowledge, (BaseRetriever, VectorStore)):
         return LangChainKnowledgeBase(knowledge, embedder=embedder)
     if isinstance(knowledge, KnowledgeBase):
@@ -357,106 +476,92 @@ def as_embedder(embedder: Any) -> Embedder | None:
     )
 
 
-# -- query rewriting -----------------------------------------------------------------------
+# -- the chat model as the core's LLM ------------------------------------------------------
 
-DEFAULT_REWRITE_INSTRUCTIONS = (
-    "Given the earlier conversation and a follow-up question, rewrite the follow-up as a "
-    "standalone question that can be understood without the conversation: resolve pronouns "
-    "and ellipsis using the conversation, keep the user's intent and wording otherwise. "
-    "If it is already standalone, return it unchanged. Answer with the question only."
-)
+_ROLES: dict[str, type[BaseMessage]] = {
+    "system": SystemMessage, "user": HumanMessage, "assistant": AIMessage,
+}
 
-class ChatModelRewriter:
-    """Any chat model as DH-RAG's query rewriter (``QueryRewriter`` protocol).
 
-    The prompt holds the *selected* history turns (user questions and assistant answers,
-    oldest first), then the follow-up; the answer is cleaned (``clean_rewrite``). On any
-    exception, an empty or overlong answer, the ``fallback`` rewriter is used (default:
-    ``LightRewriter``, no model call). Under an async retriever call the model's
-    ``ainvoke`` runs on the caller's event loop.
+class ChatModelLLM:
+    """A LangChain chat model as dhrag_core's ``LLM`` protocol (``complete``/``acomplete``),
+    for the core's ``LLMRewriter`` (its prompt, gate and fallback).
+
+    ``max_tokens``, ``temperature`` and ``timeout`` are the model's own settings (configure
+    the model); failures are raised as ``LLMError``, which makes the rewriter fall back.
 
     Args:
         model: A chat model, or any runnable taking messages and returning a message or str.
-        fallback: Rewriter used when the model fails.
-        instructions: The system prompt.
-        max_answer_chars: Assistant answers are cut to this many characters in the prompt.
-        max_output_chars: A longer model answer is treated as a failure.
 
     Example:
         >>> from langchain_core.language_models import FakeListChatModel
-        >>> rw = ChatModelRewriter(FakeListChatModel(responses=["How long is the Great Wall?"]))
-        >>> rw.rewrite("How long is it?", []).text
+        >>> from dhrag_core import LLMRewriter
+        >>> llm = ChatModelLLM(FakeListChatModel(responses=["How long is the Great Wall?"]))
+        >>> llm.complete([{"role": "user", "content": "How long is it?"}])
         'How long is the Great Wall?'
+        >>> rewriter = LLMRewriter(llm)
     """
 
-    def __init__(
-        self,
-        model: BaseChatModel | Runnable[Any, Any],
-        *,
-        fallback: QueryRewriter | None = None,
-        instructions: str = DEFAULT_REWRITE_INSTRUCTIONS,
-        max_answer_chars: int = 600,
-        max_output_chars: int = 1_000,
-    ) -> None:
+    def __init__(self, model: BaseChatModel | Runnable[Any, Any]) -> None:
         if not isinstance(model, Runnable):
             raise TypeError(
                 f"model must be a LangChain chat model or Runnable, got {type(model).__name__}"
             )
-        if fallback is not None and not isinstance(fallback, QueryRewriter):
-            raise TypeError("fallback must have rewrite(query, history) (dhrag QueryRewriter)")
-        if not isinstance(instructions, str) or not instructions.strip():
-            raise ValueError("instructions must be a non-empty str")
-        for name, value in (("max_answer_chars", max_answer_chars),
-                            ("max_output_chars", max_output_chars)):
-            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-                raise ValueError(f"{name} must be an int >= 1, got {value!r}")
         self.model = model
-        self.fallback: QueryRewriter = fallback or LightRewriter()
-        self.instructions = instructions
-        self.max_answer_chars = max_answer_chars
-        self.max_output_chars = max_output_chars
 
-    def messages(self, query: str, history: Sequence[SelectedTurn]) -> list[BaseMessage]:
-        """The prompt sent to the model."""
-        conversation = format_history(history, self.max_answer_chars) or "(none)"
-        return [
-            SystemMessage(self.instructions),
-            HumanMessage(
-                f"Conversation:\n{conversation}\n\nFollow-up question: {query}\n\n"
-                "Standalone question:"
-            ),
-        ]
-
-    def rewrite(self, query: str, history: Sequence[SelectedTurn]) -> Rewrite:
-        """A standalone version of ``query`` (the fallback's on failure)."""
-        try:
-            msgs = self.messages(query, history)
-            out = call_on_caller_loop(lambda: self.model.ainvoke(msgs, _config()),
-                                      lambda: self.model.invoke(msgs, _config()))
-            text = clean_rewrite(self._text(out), self.max_output_chars)
-            if text is None:
-                raise ValueError("the model returned no usable question")
-        except Exception as exc:
-            log.warning("chat-model rewrite failed (%s: %s); using %s", type(exc).__name__,
-                        exc, type(self.fallback).__name__)
-            return self.fallback.rewrite(query, history)
-        return Rewrite(text)
+    @staticmethod
+    def _messages(messages: list[Message]) -> list[BaseMessage]:
+        out = []
+        for m in messages:
+            role = _ROLES.get(m.get("role", ""))
+            if role is None:
+                raise LLMError(f"unknown message role {m.get('role')!r}")
+            out.append(role(m.get("content", "")))
+        return out
 
     @staticmethod
     def _text(out: Any) -> str:
-        if isinstance(out, BaseMessage):
-            return out.text
-        if isinstance(out, str):
-            return out
-        raise TypeError(f"the model returned {type(out).__name__}, not a message or str")
+        text = out.text if isinstance(out, BaseMessage) else out
+        if not isinstance(text, str):
+            raise LLMError(f"the model returned {type(out).__name__}, not a message or str")
+        if not text.strip():
+            raise LLMError("the model returned an empty reply")
+        return text
+
+    def complete(
+        self, messages: list[Message], *, max_tokens: int = 256, temperature: float = 0.0,
+        timeout: float | None = None,
+    ) -> str:
+        """The model's reply text (``invoke``)."""
+        try:
+            out = self.model.invoke(self._messages(messages), _config())
+        except LLMError:
+            raise
+        except Exception as exc:
+            raise LLMError(f"chat model failed: {type(exc).__name__}: {exc}") from exc
+        return self._text(out)
+
+    async def acomplete(
+        self, messages: list[Message], *, max_tokens: int = 256, temperature: float = 0.0,
+        timeout: float | None = None,
+    ) -> str:
+        """The model's reply text (``ainvoke``, on the running loop)."""
+        try:
+            out = await self.model.ainvoke(self._messages(messages), _config())
+        except LLMError:
+            raise
+        except Exception as exc:
+            raise LLMError(f"chat model failed: {type(exc).__name__}: {exc}") from exc
+        return self._text(out)
 
 
 def as_rewriter(rewriter: Any) -> QueryRewriter | None:
-    """A chat model (or runnable) as ``ChatModelRewriter``; a dhrag rewriter or None as is."""
+    """A chat model (or runnable) as the core's ``LLMRewriter(ChatModelLLM(model))``; a
+    dhrag rewriter or None as it is."""
     if rewriter is None or isinstance(rewriter, QueryRewriter):
         return rewriter
     if isinstance(rewriter, Runnable):
-        return ChatModelRewriter(rewriter)
+        return LLMRewriter(ChatModelLLM(rewriter))
     raise TypeError(
         "rewriter must be a dhrag QueryRewriter or a LangChain chat model, got "
         f"{type(rewriter).__name__}"

@@ -73,7 +73,8 @@ def selection_to_documents(selection: Selection) -> list[Document]:
     Each document keeps its source metadata and adds ``metadata["dhrag"]``: the row of
     ``Selection.trace()`` (``source`` ``"kb"``/``"history"``, ``weight``, ``similarity``; for
     history items ``turn``, ``cluster``, ``cluster_label``, ``chain``, ``via`` ...), plus
-    ``rank``, ``session_id`` and ``rewritten_query``.
+    ``rank``, ``session_id``, ``rewritten_query`` and ``history_turns`` (the indices of the
+    history turns DH-RAG selected for the query, best first).
 
     Example:
         ```python
@@ -82,9 +83,10 @@ def selection_to_documents(selection: Selection) -> list[Document]:
         ```
     """
     docs = []
+    turns = [s.turn.index for s in selection.history]
     for rank, (item, row) in enumerate(zip(selection.context, selection.trace(), strict=True)):
         trace = {**row, "rank": rank, "session_id": selection.session_id,
-                 "rewritten_query": selection.rewritten_query}
+                 "rewritten_query": selection.rewritten_query, "history_turns": turns}
         p = item.passage
         docs.append(Document(page_content=p.text, id=p.id,
                              metadata={**p.metadata, TRACE_KEY: trace}))

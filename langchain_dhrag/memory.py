@@ -1,5 +1,5 @@
-"""DH-RAG as LangChain memory: ``DHRAGMemory`` (classic chains) and
-``DHRAGChatMessageHistory`` (``RunnableWithMessageHistory``)."""
+"""DH-RAG as LangChain memory: ``DHRAGMemory`` (classic chains, ``langchain-classic``) and
+``DHRAGChatMessageHistory`` (one session as a chat message history)."""
 
 from __future__ import annotations
 
@@ -15,13 +15,7 @@ from pydantic import Field
 
 from dhrag_core import DHRAG, Passage, Selection
 from dhrag_core.validation import check_session_id, check_text
-from langchain_dhrag._context import (
-    arecord_turn,
-    aselect,
-    caller_context,
-    pending_for,
-    record_turn,
-)
+from langchain_dhrag._context import missing_session
 from langchain_dhrag.documents import (
     documents_to_passages,
     format_history,
@@ -46,11 +40,11 @@ class DHRAGMemory(BaseMemory):
     the session.
 
     The session is ``inputs["session_id"]`` when the inputs carry one (see ``session_key``),
-    else the ``session_id`` field.
+    else the ``session_id`` field; with neither, a ``ValueError`` says how to pass one.
 
     Args:
         engine: The ``DHRAG`` engine (shared with a ``DHRAGRetriever`` if there is one).
-        session_id: The session of this memory.
+        session_id: The session of this memory (default: none; each call's inputs name it).
         memory_key: Output key of the selected history.
         rewritten_query_key: Output key of the rewritten query.
         context_key: Output key of the context documents (None: not returned).
@@ -72,7 +66,7 @@ class DHRAGMemory(BaseMemory):
     """
 
     engine: DHRAG
-    session_id: str = Field(default="default", min_length=1, max_length=256)
+    session_id: str | None = Field(default=None, min_length=1, max_length=256)
     memory_key: str = "history"
     rewritten_query_key: str = "rewritten_query"
     context_key: str | None = None
@@ -96,6 +90,8 @@ class DHRAGMemory(BaseMemory):
         sid = inputs.get(self.session_key, self.session_id) if isinstance(inputs, dict) else (
             self.session_id
         )
+        if sid is None:
+            raise missing_session("DHRAGMemory")
         return check_session_id(sid)
 
     def _input(self, inputs: dict[str, Any]) -> str:
@@ -148,7 +144,6 @@ class DHRAGMemory(BaseMemory):
     # -- load / save / clear ----------------------------------------------------------------
 
     def _variables(self, selection: Selection) -> dict[str, Any]:
-        pending_for(self.engine).put(selection)
         history: str | list[BaseMessage] = (
             history_messages(selection.history) if self.return_messages
             else format_history(selection.history, human_prefix=self.human_prefix,
@@ -163,26 +158,26 @@ class DHRAGMemory(BaseMemory):
     def load_memory_variables(self, inputs: dict[str, Any]) -> dict[str, Any]:
         """The selected history and rewritten query for ``inputs`` (nothing is stored)."""
         sid, query = self._session(inputs), self._input(inputs)
-        with caller_context():
-            return self._variables(self.engine.select(sid, query, self.k))
+        return self._variables(self.engine.select(sid, query, self.k))
 
     async def aload_memory_variables(self, inputs: dict[str, Any]) -> dict[str, Any]:
         sid, query = self._session(inputs), self._input(inputs)
-        return self._variables(await aselect(self.engine, sid, query, self.k))
+        return self._variables(await self.engine.aselect(sid, query, self.k))
 
     def save_context(self, inputs: dict[str, Any], outputs: dict[str, Any]) -> None:
         """Store the turn (input, passages, output) in the session's history."""
         sid, query, answer = self._session(inputs), self._input(inputs), self._output(outputs)
-        record_turn(self.engine, sid, query, answer, passages=self._passages(inputs, outputs))
+        self.engine.record(sid, query, answer, passages=self._passages(inputs, outputs))
 
     async def asave_context(self, inputs: dict[str, Any], outputs: dict[str, Any]) -> None:
         sid, query, answer = self._session(inputs), self._input(inputs), self._output(outputs)
-        await arecord_turn(self.engine, sid, query, answer,
-                           passages=self._passages(inputs, outputs))
+        await self.engine.arecord(sid, query, answer, passages=self._passages(inputs, outputs))
 
     def clear(self) -> None:
         """Forget this memory's session (``session_id``)."""
-        pending_for(self.engine).discard(self.session_id)
+        if self.session_id is None:
+            raise ValueError("clear() forgets the session_id field's session; none is set "
+                             "(call engine.reset(session_id))")
         self.engine.reset(self.session_id)
 
     async def aclear(self) -> None:
@@ -205,13 +200,9 @@ class DHRAGChatMessageHistory(BaseChatMessageHistory):
 
     Example:
         ```python
-        from langchain_core.runnables.history import RunnableWithMessageHistory
-
-        chat = RunnableWithMessageHistory(
-            rag_chain, lambda sid: DHRAGChatMessageHistory(rag, sid),
-            input_messages_key="question", history_messages_key="history")
-        chat.invoke({"question": "How long is it?"},
-                    {"configurable": {"session_id": "alice"}})
+        chat = DHRAGChatMessageHistory(rag, "alice")
+        chat.add_messages([HumanMessage("How long is it?"), AIMessage("21,196 km.")])
+        chat.select_messages("What is it built of?")  # the turns DH-RAG selects
         ```
     """
 
@@ -250,7 +241,7 @@ class DHRAGChatMessageHistory(BaseChatMessageHistory):
             check_text(f"question of turn {i}", q, max_chars=cfg.max_query_chars)
             check_text(f"answer of turn {i}", a, max_chars=cfg.max_text_chars, allow_empty=True)
         for q, a in turns:
-            record_turn(self.engine, self.session_id, q, a)
+            self.engine.record(self.session_id, q, a)
         self._question = question
 
     def record(
@@ -258,10 +249,9 @@ class DHRAGChatMessageHistory(BaseChatMessageHistory):
     ) -> None:
         """Store one turn directly, with the documents shown (default: the pending ones)."""
         passages = None if documents is None else documents_to_passages(documents, "documents")
-        record_turn(self.engine, self.session_id, question, answer, passages=passages)
+        self.engine.record(self.session_id, question, answer, passages=passages)
 
     def clear(self) -> None:
         """Forget the session."""
         self._question = None
-        pending_for(self.engine).discard(self.session_id)
         self.engine.reset(self.session_id)

@@ -20,14 +20,7 @@ from langgraph.runtime import Runtime
 
 from dhrag_core import DHRAG, Selection
 from dhrag_core.validation import check_session_id
-from langchain_dhrag._context import (
-    arecord_turn,
-    aselect,
-    caller_context,
-    pending_for,
-    record_turn,
-    session_from_config,
-)
+from langchain_dhrag._context import session_from_config
 from langchain_dhrag.documents import format_documents, format_history, selection_to_documents
 
 __all__ = ["DHRAGMiddleware"]
@@ -56,11 +49,11 @@ class DHRAGMiddleware(AgentMiddleware[AgentState[Any], Any, Any]):
 
     The session is ``runtime.context.session_id`` (or ``context["session_id"]``) when the
     agent has such a context, else ``config["configurable"]["session_id"]``, else
-    ``["thread_id"]``, else ``session_id``.
+    ``["thread_id"]``, else ``session_id`` if set, else a ``ValueError`` says how to pass one.
 
     Args:
         engine: The ``DHRAG`` engine.
-        session_id: Session used when a run names none.
+        session_id: Session used when a run names none (default: none, an error).
         k: Context passages per selection (default: ``Settings.context_k``).
         include_context: Also inject the knowledge-base/history passages.
         current_turn_only: Drop earlier turns' messages from the model request.
@@ -80,7 +73,7 @@ class DHRAGMiddleware(AgentMiddleware[AgentState[Any], Any, Any]):
         self,
         engine: DHRAG,
         *,
-        session_id: str = "default",
+        session_id: str | None = None,
         k: int | None = None,
         include_context: bool = True,
         current_turn_only: bool = True,
@@ -92,7 +85,7 @@ class DHRAGMiddleware(AgentMiddleware[AgentState[Any], Any, Any]):
         if k is not None and (isinstance(k, bool) or not isinstance(k, int) or k < 1):
             raise ValueError(f"k must be None or an int >= 1, got {k!r}")
         self.engine = engine
-        self.session_id = check_session_id(session_id)
+        self.session_id = None if session_id is None else check_session_id(session_id)
         self.k = k
         self.include_context = include_context
         self.current_turn_only = current_turn_only
@@ -108,7 +101,7 @@ class DHRAGMiddleware(AgentMiddleware[AgentState[Any], Any, Any]):
                 config = get_config()
             except RuntimeError:
                 config = None
-            sid = session_from_config(config, self.session_id)
+            sid = session_from_config(config, self.session_id, "DHRAGMiddleware")
         return check_session_id(sid)
 
     def _question(self, messages: Sequence[AnyMessage]) -> tuple[int, str] | None:
@@ -119,7 +112,7 @@ class DHRAGMiddleware(AgentMiddleware[AgentState[Any], Any, Any]):
         return (i, text) if text.strip() else None
 
     def _cached(self, sid: str, query: str) -> Selection | None:
-        return pending_for(self.engine).get(sid, query)
+        return self.engine.pending(sid, query)
 
     def system_text(self, selection: Selection) -> str:
         """The text added to the system message for a selection."""
@@ -165,9 +158,7 @@ class DHRAGMiddleware(AgentMiddleware[AgentState[Any], Any, Any]):
         sid = self._session(request.runtime)
         sel = self._cached(sid, query)
         if sel is None:
-            with caller_context():
-                sel = self.engine.select(sid, query, self.k)
-            pending_for(self.engine).put(sel)
+            sel = self.engine.select(sid, query, self.k)
         return handler(self._request(request, sel, start))
 
     async def awrap_model_call(self, request: ModelRequest[Any], handler: AsyncHandler) -> Any:
@@ -178,8 +169,7 @@ class DHRAGMiddleware(AgentMiddleware[AgentState[Any], Any, Any]):
         sid = self._session(request.runtime)
         sel = self._cached(sid, query)
         if sel is None:
-            sel = await aselect(self.engine, sid, query, self.k)
-            pending_for(self.engine).put(sel)
+            sel = await self.engine.aselect(sid, query, self.k)
         return await handler(self._request(request, sel, start))
 
     # -- after the run ----------------------------------------------------------------------
@@ -198,7 +188,7 @@ class DHRAGMiddleware(AgentMiddleware[AgentState[Any], Any, Any]):
     def after_agent(self, state: AgentState[Any], runtime: Runtime[Any]) -> dict[str, Any] | None:
         turn = self._turn(state)
         if turn is not None:
-            record_turn(self.engine, self._session(runtime), *turn)
+            self.engine.record(self._session(runtime), *turn)
         return None
 
     async def aafter_agent(
@@ -206,5 +196,5 @@ class DHRAGMiddleware(AgentMiddleware[AgentState[Any], Any, Any]):
     ) -> dict[str, Any] | None:
         turn = self._turn(state)
         if turn is not None:
-            await arecord_turn(self.engine, self._session(runtime), *turn)
+            await self.engine.arecord(self._session(runtime), *turn)
         return None

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, Literal
 
 from langchain_core.callbacks import (
     AsyncCallbackManagerForRetrieverRun,
@@ -12,31 +12,15 @@ from langchain_core.callbacks import (
 from langchain_core.documents import Document
 from langchain_core.retrievers import BaseRetriever
 from langchain_core.runnables import RunnableConfig, ensure_config
-from langchain_core.vectorstores import VectorStore
 from pydantic import Field
 
 from dhrag_core import DHRAG, AddResult, Selection, Settings
 from dhrag_core.store import HistoryStore
-from langchain_dhrag._context import (
-    arecord_turn,
-    aselect,
-    caller_context,
-    pending_for,
-    record_turn,
-    session_from_config,
-)
-from langchain_dhrag.bridges import (
-    DHRAGEmbeddings,
-    as_embedder,
-    as_knowledge_base,
-    as_rewriter,
-    source_embeddings,
-)
+from langchain_dhrag._context import caller_context, session_from_config
+from langchain_dhrag.bridges import as_rewriter, knowledge_and_embedder
 from langchain_dhrag.documents import documents_to_passages, selection_to_documents
 
 __all__ = ["DHRAGRetriever"]
-
-DEFAULT_SESSION = "default"
 
 
 class DHRAGRetriever(BaseRetriever):
@@ -50,19 +34,23 @@ class DHRAGRetriever(BaseRetriever):
     ``weight``, ``similarity``, ``rank``, ``rewritten_query``, ``session_id`` and, for history
     items, ``turn``, ``cluster``, ``cluster_label``, ``chain``, ``via``.
 
-    **Session.** Per call: ``config={"configurable": {"session_id": "..."}}`` (the key
-    ``RunnableWithMessageHistory`` uses; LangGraph's ``thread_id`` is accepted too), or the
-    keyword ``session_id=`` of ``invoke``; otherwise the ``session_id`` field.
+    **Session.** Per call: ``config={"configurable": {"session_id": "..."}}`` (LangGraph's
+    ``thread_id`` is accepted too), or the keyword ``session_id=`` of ``invoke``; otherwise
+    the ``session_id`` field if set, else a ``ValueError`` saying how to pass one.
 
     **Recording.** Retrieval never writes history: a retriever does not see the answer.
-    After the answer, call ``record(session_id, query, answer)`` -- it stores the turn with
-    the passages this retriever returned for that query -- or let a ``DHRAGMemory``,
-    ``DHRAGChatMessageHistory`` or ``DHRAGMiddleware`` over the same engine record it.
+    Wrap the chain with ``with_dhrag_memory(chain, retriever)`` and each answer is recorded
+    by itself; or call ``record(session_id, query, answer)`` -- it stores the turn with the
+    passages this retriever returned for that query.
+
+    **Search path.** A LangChain ``VectorStore`` (or its similarity/MMR retriever) is
+    searched by the expanded query vector, embedded by the store's own embeddings; other
+    retrievers get the rewritten query as text (see ``from_knowledge``).
 
     Args:
         engine: The ``DHRAG`` engine (knowledge base, history database, settings).
         k: Documents returned per query (``invoke(..., k=n)`` overrides it).
-        session_id: Session used when a call names none.
+        session_id: Session used when a call names none (default: none, an error).
 
     Example:
         ```python
@@ -77,7 +65,7 @@ class DHRAGRetriever(BaseRetriever):
 
     engine: DHRAG
     k: int = Field(default=4, ge=1, strict=True)
-    session_id: str = Field(default=DEFAULT_SESSION, min_length=1, max_length=256)
+    session_id: str | None = Field(default=None, min_length=1, max_length=256)
 
     @classmethod
     def from_knowledge(
@@ -88,30 +76,32 @@ class DHRAGRetriever(BaseRetriever):
         store: HistoryStore | str | None = None,
         settings: Settings | None = None,
         rewriter: Any = None,
+        search: Literal["auto", "vector", "text"] = "auto",
         **fields: Any,
     ) -> DHRAGRetriever:
         """A retriever over a new engine.
 
         Args:
-            knowledge: A LangChain ``BaseRetriever`` or ``VectorStore``, or a dhrag
+            knowledge: A LangChain ``VectorStore`` (searched by vector) or ``BaseRetriever``
+                (by text; a vector store's similarity/MMR retriever by vector), or a dhrag
                 ``KnowledgeBase`` such as ``FaissKnowledgeBase``.
             embedder: dhrag ``Embedder`` or LangChain ``Embeddings`` for queries and history
-                (default: the embedder of the vector store's ``DHRAGEmbeddings`` if it has
-                one, else offline MiniLM, loaded on first use).
+                (default: the vector store's own embeddings, so no second model is loaded;
+                for a source without embeddings, offline MiniLM, loaded on first use). A
+                different embedder than the store's puts the store on the text path.
             store: History store or URL (``"memory"``, ``"sqlite:///history.db"``,
                 ``"postgresql://user:password@host/db"``).
             settings: DH-RAG settings (``Settings(kb_k=...)`` sets how many passages are
                 fetched from ``knowledge`` per query).
-            rewriter: dhrag ``QueryRewriter`` or a chat model (``ChatModelRewriter``).
+            rewriter: dhrag ``QueryRewriter`` or a chat model (the core's ``LLMRewriter``
+                over ``ChatModelLLM(model)``).
+            search: ``"auto"`` (by vector where the source allows it, else by text),
+                ``"vector"`` or ``"text"``.
             **fields: ``k``, ``session_id`` and other retriever fields.
         """
-        emb = as_embedder(embedder)
-        if emb is None and isinstance(knowledge, (BaseRetriever, VectorStore)):
-            own = source_embeddings(knowledge)
-            if isinstance(own, DHRAGEmbeddings):
-                emb = own.embedder
-        engine = DHRAG(as_knowledge_base(knowledge, emb), embedder=emb, store=store,
-                       settings=settings, rewriter=as_rewriter(rewriter))
+        kb, emb = knowledge_and_embedder(knowledge, embedder, search)
+        engine = DHRAG(kb, embedder=emb, store=store, settings=settings,
+                       rewriter=as_rewriter(rewriter))
         return cls(engine=engine, **fields)
 
     # -- session plumbing -------------------------------------------------------------------
@@ -128,7 +118,8 @@ class DHRAGRetriever(BaseRetriever):
         """
         config = ensure_config(config)
         if kwargs.get("session_id") is None:
-            kwargs["session_id"] = session_from_config(config, self.session_id)
+            kwargs["session_id"] = session_from_config(config, self.session_id,
+                                                       "DHRAGRetriever")
         return super().invoke(input, config, **kwargs)
 
     async def ainvoke(
@@ -137,7 +128,8 @@ class DHRAGRetriever(BaseRetriever):
         """``invoke`` for async code; the knowledge source's own async search is used."""
         config = ensure_config(config)
         if kwargs.get("session_id") is None:
-            kwargs["session_id"] = session_from_config(config, self.session_id)
+            kwargs["session_id"] = session_from_config(config, self.session_id,
+                                                       "DHRAGRetriever")
         return await super().ainvoke(input, config, **kwargs)
 
     def _call_args(
@@ -154,7 +146,9 @@ class DHRAGRetriever(BaseRetriever):
             raise TypeError(f"k must be an int >= 1, got {type(k).__name__}")
         if k < 1:
             raise ValueError(f"k must be >= 1, got {k}")
-        return (self.session_id if session_id is None else session_id), k
+        if session_id is None:  # _get_relevant_documents called directly
+            session_id = session_from_config(None, self.session_id, "DHRAGRetriever")
+        return session_id, k
 
     # -- retrieval --------------------------------------------------------------------------
 
@@ -182,11 +176,12 @@ class DHRAGRetriever(BaseRetriever):
         **kwargs: Any,
     ) -> list[Document]:
         sid, k = self._call_args(k, session_id, kwargs)
-        sel = await aselect(self.engine, sid, query, k, run_manager.get_child())
+        with caller_context(run_manager.get_child()):
+            sel = await self.engine.aselect(sid, query, k)
         return self._documents(sel)
 
-    def _documents(self, selection: Selection) -> list[Document]:
-        pending_for(self.engine).put(selection)
+    @staticmethod
+    def _documents(selection: Selection) -> list[Document]:
         return selection_to_documents(selection)
 
     # -- after the answer -------------------------------------------------------------------
@@ -211,7 +206,7 @@ class DHRAGRetriever(BaseRetriever):
             ```
         """
         passages = None if documents is None else documents_to_passages(documents, "documents")
-        return record_turn(self.engine, session_id, query, answer, passages=passages)
+        return self.engine.record(session_id, query, answer, passages=passages)
 
     async def arecord(
         self,
@@ -223,9 +218,8 @@ class DHRAGRetriever(BaseRetriever):
     ) -> AddResult:
         """``record`` off the event loop."""
         passages = None if documents is None else documents_to_passages(documents, "documents")
-        return await arecord_turn(self.engine, session_id, query, answer, passages=passages)
+        return await self.engine.arecord(session_id, query, answer, passages=passages)
 
     def reset(self, session_id: str) -> None:
         """Forget one session's history."""
-        pending_for(self.engine).discard(session_id)
         self.engine.reset(session_id)

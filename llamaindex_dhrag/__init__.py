@@ -3,8 +3,10 @@
 * ``DHRAGChatEngine``: a ``BaseChatEngine`` (chat, stream, async) over your retriever and LLM.
 * ``DHRAGRetriever``: DH-RAG's weighted history + knowledge-base context as a retriever.
 * ``DHRAGMemoryBlock``: DH-RAG history selection inside ``llama_index.core.memory.Memory``.
-* Bridges: ``RetrieverKnowledgeBase``, ``LlamaIndexEmbedder``, ``DHRAGEmbedding``,
-  ``LLMRewriter``, ``build_dhrag``; translations: ``selection_to_nodes``, ``selection_trace``.
+* Bridges: ``RetrieverKnowledgeBase`` (text path), ``VectorIndexKnowledgeBase`` (a vector
+  index searched by vector), ``LlamaIndexEmbedder``, ``DHRAGEmbedding``, ``LlamaIndexLLM``
+  (your LLM for the core's ``LLMRewriter``), ``build_dhrag``; translations:
+  ``selection_to_nodes``, ``selection_trace``.
 
 Importing this package loads no model (MiniLM loads on first use).
 
@@ -14,15 +16,16 @@ Example:
     >>> embed = DHRAGEmbedding()  # offline all-MiniLM-L6-v2  # doctest: +SKIP
     >>> index = VectorStoreIndex.from_documents(docs, embed_model=embed)  # doctest: +SKIP
     >>> engine = DHRAGChatEngine.from_defaults(  # doctest: +SKIP
-    ...     index.as_retriever(similarity_top_k=20), llm=my_llm, embedder=embed)
+    ...     index.as_retriever(similarity_top_k=20), llm=my_llm, session_id="alice")
     >>> engine.chat("How long is it?").sources[0].raw_output["rewritten_query"]  # doctest: +SKIP
 """
 
 from llamaindex_dhrag.bridges import (
     DHRAGEmbedding,
     LlamaIndexEmbedder,
-    LLMRewriter,
+    LlamaIndexLLM,
     RetrieverKnowledgeBase,
+    VectorIndexKnowledgeBase,
     build_dhrag,
     passage_from_node,
 )
@@ -36,9 +39,10 @@ __all__ = [
     "DHRAGEmbedding",
     "DHRAGMemoryBlock",
     "DHRAGRetriever",
-    "LLMRewriter",
     "LlamaIndexEmbedder",
+    "LlamaIndexLLM",
     "RetrieverKnowledgeBase",
+    "VectorIndexKnowledgeBase",
     "build_dhrag",
     "passage_from_node",
     "selection_to_nodes",

@@ -1,10 +1,14 @@
 """Bridges between LlamaIndex components and the dhrag_core protocols.
 
-* ``RetrieverKnowledgeBase``: any LlamaIndex ``BaseRetriever`` as DH-RAG's knowledge base K.
+* ``RetrieverKnowledgeBase``: any LlamaIndex ``BaseRetriever`` as DH-RAG's knowledge base K,
+  searched by the rewritten query's text.
+* ``VectorIndexKnowledgeBase``: a vector index's retriever searched by DH-RAG's expanded query
+  vector (a ``QueryBundle`` carrying the embedding).
 * ``LlamaIndexEmbedder``: any LlamaIndex ``BaseEmbedding`` as DH-RAG's embedder.
 * ``DHRAGEmbedding``: the other way round, a dhrag embedder (offline MiniLM by default) as a
   LlamaIndex ``BaseEmbedding``, e.g. for ``VectorStoreIndex``.
-* ``LLMRewriter``: any LlamaIndex LLM as DH-RAG's query rewriter, with a no-LLM fallback.
+* ``LlamaIndexLLM``: any LlamaIndex LLM as dhrag_core's ``LLM`` (for the core's
+  ``LLMRewriter``: its prompt, gate and fallback).
 * ``build_dhrag``: a ``DHRAG`` over a LlamaIndex retriever in one call.
 """
 
@@ -12,38 +16,41 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Sequence
 from typing import Any, Literal
 
+import numpy as np
 from llama_index.core.base.base_retriever import BaseRetriever
 from llama_index.core.base.embeddings.base import BaseEmbedding, Embedding
+from llama_index.core.base.llms.types import ChatMessage, MessageRole
 from llama_index.core.bridge.pydantic import PrivateAttr
+from llama_index.core.indices.vector_store.retrievers.retriever import VectorIndexRetriever
 from llama_index.core.llms.llm import LLM
-from llama_index.core.prompts import PromptTemplate
-from llama_index.core.schema import MetadataMode, NodeWithScore
+from llama_index.core.schema import MetadataMode, NodeWithScore, QueryBundle
+from llama_index.core.vector_stores.types import VectorStoreQueryMode
 
 from dhrag_core import (
     DHRAG,
     Embedder,
+    KnowledgeBase,
     LightRewriter,
+    LLMRewriter,
     MiniLMEmbedder,
     Passage,
     QueryRewriter,
-    Rewrite,
-    SelectedTurn,
     Settings,
 )
 from dhrag_core.embedding import FunctionEmbedder
-from dhrag_core.llm_rewriting import clean_rewrite, format_history
+from dhrag_core.llm import LLMError, Message
 from dhrag_core.store import HistoryStore
 
 __all__ = [
-    "DEFAULT_REWRITE_PROMPT",
     "DHRAGEmbedding",
-    "LLMRewriter",
     "LlamaIndexEmbedder",
+    "LlamaIndexLLM",
     "RetrieverKnowledgeBase",
+    "VectorIndexKnowledgeBase",
     "build_dhrag",
+    "knowledge_and_embedder",
     "passage_from_node",
 ]
 
@@ -149,6 +156,53 @@ class RetrieverKnowledgeBase:
         return [passage_from_node(n) for n in nodes[:k]]
 
 
+class VectorIndexKnowledgeBase(RetrieverKnowledgeBase):
+    """A vector index's retriever (``index.as_retriever()``) searched by vector.
+
+    ``search_vectors``/``asearch_vectors`` hand the retriever a ``QueryBundle`` carrying the
+    engine's expanded query vector, so the index is searched with it and embeds nothing. Only
+    valid when the engine embeds with the index's own embedding model (``build_dhrag``
+    checks it) and the retriever is in the default (dense) query mode; ``search(query, k)``
+    keeps the text path.
+
+    Args:
+        retriever: A ``VectorIndexRetriever`` in the default query mode.
+    """
+
+    def __init__(self, retriever: BaseRetriever) -> None:
+        if not isinstance(retriever, VectorIndexRetriever) or not dense(retriever):
+            raise TypeError(
+                "retriever must be a VectorIndexRetriever in the default (dense) query mode; "
+                "use RetrieverKnowledgeBase (the text path) for others"
+            )
+        super().__init__(retriever)
+
+    @staticmethod
+    def _bundles(vectors: np.ndarray) -> list[QueryBundle]:
+        m = np.asarray(vectors, dtype=np.float64)
+        if m.ndim != 2:
+            raise ValueError(f"vectors must be a 2-D array (one row per query), got {m.shape}")
+        return [QueryBundle(query_str="", embedding=row) for row in m.tolist()]
+
+    def search_vectors(self, vectors: np.ndarray, k: int) -> list[list[Passage]]:
+        """The first ``k`` nodes for each row of ``vectors``, as passages."""
+        check_k(k)
+        return [[passage_from_node(n) for n in self.retriever.retrieve(b)[:k]]
+                for b in self._bundles(vectors)]
+
+    async def asearch_vectors(self, vectors: np.ndarray, k: int) -> list[list[Passage]]:
+        """``search_vectors`` through the retriever's ``aretrieve``."""
+        check_k(k)
+        return [[passage_from_node(n) for n in (await self.retriever.aretrieve(b))[:k]]
+                for b in self._bundles(vectors)]
+
+
+def dense(retriever: VectorIndexRetriever) -> bool:
+    """Whether a vector index retriever ranks by the query embedding alone."""
+    mode = getattr(retriever, "_vector_store_query_mode", VectorStoreQueryMode.DEFAULT)
+    return bool(mode == VectorStoreQueryMode.DEFAULT)
+
+
 class LlamaIndexEmbedder(FunctionEmbedder):
     """Any LlamaIndex ``BaseEmbedding`` as a dhrag ``Embedder``.
 
@@ -252,88 +306,110 @@ class DHRAGEmbedding(BaseEmbedding):
         return await asyncio.to_thread(self._encode, texts)
 
 
-DEFAULT_REWRITE_PROMPT = PromptTemplate(
-    "Given the earlier turns of a conversation between a user and an assistant and a "
-    "follow-up message from the user, rewrite the follow-up as a standalone question that "
-    "can be understood without the conversation: resolve pronouns and ellipsis with the "
-    "earlier turns, keep it short, and do not answer it.\n\n"
-    "Earlier turns (oldest first):\n{history_str}\n\n"
-    "Follow-up message: {question}\n"
-    "Standalone question:"
-)
+_ROLES = {"system": MessageRole.SYSTEM, "user": MessageRole.USER,
+          "assistant": MessageRole.ASSISTANT}
 
-class LLMRewriter:
-    """Query reconstruction with a LlamaIndex LLM (dhrag ``QueryRewriter`` protocol).
 
-    The prompt shows the user *and* assistant side of the history turns DH-RAG selected
-    (oldest first) and asks for a standalone question; the answer is cleaned (first line,
-    no ``Standalone question:`` label, no quotes). On any error, or an empty or overlong
-    answer, the ``fallback`` rewriter (default: dhrag's ``LightRewriter``) is used instead,
-    so retrieval never fails because of the rewriting LLM.
+class LlamaIndexLLM:
+    """A LlamaIndex LLM as dhrag_core's ``LLM`` protocol (``complete``/``acomplete`` call its
+    ``chat``/``achat``), for the core's ``LLMRewriter`` (its prompt, gate and fallback).
 
-    Args:
-        llm: Any LlamaIndex LLM (``complete`` is called, from a worker thread under async).
-        prompt: Template with ``{history_str}`` and ``{question}``.
-        fallback: Rewriter used when the LLM fails; default ``LightRewriter()``.
-        max_chars: Longest accepted rewrite.
-        max_response_chars: Each history answer is cut to this many characters in the prompt.
+    ``max_tokens``, ``temperature`` and ``timeout`` are the LLM's own settings; failures are
+    raised as ``LLMError``, which makes the rewriter fall back.
 
     Example:
         >>> from llama_index.core.llms import MockLLM
-        >>> rewriter = LLMRewriter(MockLLM())
-        >>> rag = DHRAG(knowledge, embedder=embedder, rewriter=rewriter)  # doctest: +SKIP
+        >>> from dhrag_core import LLMRewriter
+        >>> rewriter = LLMRewriter(LlamaIndexLLM(MockLLM()))
     """
 
-    def __init__(
-        self,
-        llm: LLM,
-        *,
-        prompt: str | PromptTemplate | None = None,
-        fallback: QueryRewriter | None = None,
-        max_chars: int = 1_000,
-        max_response_chars: int = 600,
-    ) -> None:
+    def __init__(self, llm: LLM) -> None:
         if not isinstance(llm, LLM):
             raise TypeError(f"llm must be a llama_index LLM, got {type(llm).__name__}")
-        if isinstance(prompt, str):
-            prompt = PromptTemplate(prompt)
-        if prompt is not None and not isinstance(prompt, PromptTemplate):
-            raise TypeError(
-                f"prompt must be a str or PromptTemplate, got {type(prompt).__name__}"
-            )
-        template = prompt or DEFAULT_REWRITE_PROMPT
-        missing = {"history_str", "question"} - set(template.template_vars)
-        if missing:
-            raise ValueError(f"prompt must contain {{history_str}} and {{question}}; "
-                             f"missing {sorted(missing)}")
-        if fallback is not None and not isinstance(fallback, QueryRewriter):
-            raise TypeError("fallback must have rewrite(query, history) (QueryRewriter)")
-        for name, value in (("max_chars", max_chars), ("max_response_chars", max_response_chars)):
-            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-                raise ValueError(f"{name} must be an int >= 1, got {value!r}")
         self.llm = llm
-        self.prompt = template
-        self.fallback: QueryRewriter = fallback or LightRewriter()
-        self.max_chars = max_chars
-        self.max_response_chars = max_response_chars
 
-    def format_history(self, history: Sequence[SelectedTurn]) -> str:
-        """The selected turns, oldest first, as ``User: ...`` / ``Assistant: ...`` lines."""
-        return format_history(history, self.max_response_chars)
+    @staticmethod
+    def _messages(messages: list[Message]) -> list[ChatMessage]:
+        out = []
+        for m in messages:
+            role = _ROLES.get(m.get("role", ""))
+            if role is None:
+                raise LLMError(f"unknown message role {m.get('role')!r}")
+            out.append(ChatMessage(role=role, content=m.get("content", "")))
+        return out
 
-    def rewrite(self, query: str, history: Sequence[SelectedTurn]) -> Rewrite:
-        """A standalone version of ``query`` (the fallback's when the LLM fails)."""
+    @staticmethod
+    def _text(content: Any) -> str:
+        if not isinstance(content, str) or not content.strip():
+            raise LLMError("the LLM returned an empty reply")
+        return content
+
+    def complete(
+        self, messages: list[Message], *, max_tokens: int = 256, temperature: float = 0.0,
+        timeout: float | None = None,
+    ) -> str:
+        """The LLM's reply text (``chat``)."""
         try:
-            prompt = self.prompt.format(history_str=self.format_history(history), question=query)
-            reply = self.llm.complete(prompt).text or ""
-            text = clean_rewrite(reply, self.max_chars)
-            if text is None:
-                raise ValueError(f"unusable rewrite ({len(reply)} characters)")
-            return Rewrite(text)
-        except Exception as exc:  # any LLM failure falls back; retrieval must go on
-            log.warning("LLM query rewrite failed (%s: %s); using %s", type(exc).__name__,
-                        exc, type(self.fallback).__name__)
-            return self.fallback.rewrite(query, history)
+            reply = self.llm.chat(self._messages(messages))
+        except LLMError:
+            raise
+        except Exception as exc:
+            raise LLMError(f"LLM failed: {type(exc).__name__}: {exc}") from exc
+        return self._text(reply.message.content)
+
+    async def acomplete(
+        self, messages: list[Message], *, max_tokens: int = 256, temperature: float = 0.0,
+        timeout: float | None = None,
+    ) -> str:
+        """The LLM's reply text (``achat``, on the running loop)."""
+        try:
+            reply = await self.llm.achat(self._messages(messages))
+        except LLMError:
+            raise
+        except Exception as exc:
+            raise LLMError(f"LLM failed: {type(exc).__name__}: {exc}") from exc
+        return self._text(reply.message.content)
+
+
+def _embedder(embedder: Embedder | BaseEmbedding | None) -> Embedder | None:
+    if isinstance(embedder, DHRAGEmbedding):
+        return embedder.embedder  # no round trip through LlamaIndex lists
+    if isinstance(embedder, BaseEmbedding):
+        return LlamaIndexEmbedder(embedder)
+    return embedder
+
+
+def knowledge_and_embedder(
+    retriever: BaseRetriever,
+    embedder: Embedder | BaseEmbedding | None = None,
+    search: Literal["auto", "vector", "text"] = "auto",
+) -> tuple[KnowledgeBase, Embedder | None]:
+    """The knowledge base and the engine's embedder for a LlamaIndex retriever.
+
+    A vector index's retriever in the default query mode is searched by vector
+    (``VectorIndexKnowledgeBase``) when the engine embeds with the index's own embedding
+    model: with ``embedder`` left None it is used (no second model), or ``embedder`` is it
+    (or the dhrag embedder inside its ``DHRAGEmbedding``).
+    Other retrievers, or another ``embedder``, get the text path (``RetrieverKnowledgeBase``;
+    over a vector index, still embedding history with the index's model unless ``embedder``
+    is given). ``search="text"`` asks for the text path; ``"vector"`` raises where it is impossible.
+    """
+    if search not in ("auto", "vector", "text"):
+        raise ValueError(f'search must be "auto", "vector" or "text", got {search!r}')
+    own = retriever._embed_model if isinstance(retriever, VectorIndexRetriever) else None
+    if own is not None and embedder is None:
+        embedder = own  # the index's model embeds history too: no second model
+    inner = own.embedder if isinstance(own, DHRAGEmbedding) else None
+    same = own is not None and (embedder is own or (inner is not None and embedder is inner))
+    by_vector = isinstance(retriever, VectorIndexRetriever) and dense(retriever)
+    if search != "text" and same and by_vector:
+        return VectorIndexKnowledgeBase(retriever), _embedder(own)
+    if search == "vector":
+        raise ValueError(
+            'search="vector" needs a VectorIndexRetriever in the default query mode and the '
+            "index's own embedding model (leave embedder unset)"
+        )
+    return RetrieverKnowledgeBase(retriever), _embedder(embedder)
 
 
 def build_dhrag(
@@ -344,38 +420,45 @@ def build_dhrag(
     settings: Settings | None = None,
     rewriter: QueryRewriter | Literal["light", "llm"] = "light",
     llm: LLM | None = None,
+    search: Literal["auto", "vector", "text"] = "auto",
 ) -> DHRAG:
     """A ``DHRAG`` whose knowledge base is a LlamaIndex retriever.
 
     Args:
         retriever: The static knowledge base (``index.as_retriever(similarity_top_k=20)``).
         embedder: A dhrag embedder or a LlamaIndex ``BaseEmbedding`` (bridged); default: the
-            offline MiniLM, loaded on first use.
+            vector index's own embedding model, else the offline MiniLM, loaded on first use.
         store: History store or URL (``"memory"``, ``"sqlite:///path.db"``,
             ``"postgresql://user:password@host/db"``).
         settings: dhrag ``Settings``.
-        rewriter: ``"light"`` (no LLM), ``"llm"`` (``LLMRewriter(llm)``) or a ``QueryRewriter``.
+        rewriter: ``"light"`` (no LLM), ``"llm"`` (the core's ``LLMRewriter`` over
+            ``LlamaIndexLLM(llm)``) or a ``QueryRewriter``.
         llm: The LLM for ``rewriter="llm"``.
+        search: ``"auto"`` (by vector where possible), ``"vector"`` or ``"text"``.
+
+    A vector index's retriever is searched by vector with the index's own embedding model
+    (the default ``embedder``); other retrievers by text (see ``knowledge_and_embedder``).
 
     Example:
         >>> rag = build_dhrag(index.as_retriever(similarity_top_k=20),  # doctest: +SKIP
         ...                   embedder=DHRAGEmbedding(), store="sqlite:///history.db")
     """
-    kb = RetrieverKnowledgeBase(retriever)
-    if isinstance(embedder, DHRAGEmbedding):
-        embedder = embedder.embedder  # no round trip through LlamaIndex lists
-    elif isinstance(embedder, BaseEmbedding):
-        embedder = LlamaIndexEmbedder(embedder)
+    if not isinstance(retriever, BaseRetriever):
+        raise TypeError(
+            "retriever must be a llama_index BaseRetriever (e.g. index.as_retriever()), "
+            f"got {type(retriever).__name__}"
+        )
+    kb, emb = knowledge_and_embedder(retriever, embedder, search)
     if rewriter == "light":
         chosen: QueryRewriter = LightRewriter()
     elif rewriter == "llm":
         if llm is None:
             raise ValueError('rewriter="llm" needs llm=<a llama_index LLM>')
-        chosen = LLMRewriter(llm)
+        chosen = LLMRewriter(LlamaIndexLLM(llm))
     elif isinstance(rewriter, QueryRewriter):
         chosen = rewriter
     else:
         raise TypeError(
             f'rewriter must be "light", "llm" or a QueryRewriter, got {rewriter!r}'
         )
-    return DHRAG(kb, embedder=embedder, store=store, settings=settings, rewriter=chosen)
+    return DHRAG(kb, embedder=emb, store=store, settings=settings, rewriter=chosen)

@@ -74,7 +74,9 @@ class DHRAGChatEngine(BaseChatEngine):
     """Multi-turn RAG chat engine with DH-RAG's dynamic history database as memory.
 
     One engine serves many conversations: every chat method takes an optional ``session_id``
-    (default: the engine's). ``chat_history`` lists the session's *stored* turns, oldest
+    (default: the engine's, if one was set; with neither, a ``ValueError`` says how to pass
+    one). Each turn is recorded by the engine itself, with the passages it showed.
+    ``chat_history`` lists the session's *stored* turns, oldest
     first; DH-RAG may have merged near-duplicate turns or evicted low-weight ones beyond
     ``Settings.capacity``. Responses carry the trace: ``sources[0]`` is a ``ToolOutput``
     whose ``raw_output`` is ``selection_trace(...)`` (rewritten query, selected history turns
@@ -88,7 +90,7 @@ class DHRAGChatEngine(BaseChatEngine):
     Args:
         rag: The DH-RAG pipeline (see ``from_defaults`` to build one over a retriever).
         llm: The LlamaIndex LLM that answers (never taken from ``Settings.llm``).
-        session_id: Default conversation id.
+        session_id: Default conversation id (default: none; each call must name one).
         system_prompt: Prepended to the context prompt.
         context_prompt: Template with ``{context_str}``; may also use ``{query}`` (the raw
             message) and ``{rewritten_query}``.
@@ -97,7 +99,7 @@ class DHRAGChatEngine(BaseChatEngine):
 
     Example:
         >>> engine = DHRAGChatEngine.from_defaults(  # doctest: +SKIP
-        ...     index.as_retriever(similarity_top_k=20), llm=llm, embedder=DHRAGEmbedding())
+        ...     index.as_retriever(similarity_top_k=20), llm=llm, session_id="alice")
         >>> engine.chat("What is the Great Wall of China built out of?")  # doctest: +SKIP
         >>> reply = engine.chat("How long is it?")  # doctest: +SKIP
         >>> reply.sources[0].raw_output["rewritten_query"]  # doctest: +SKIP
@@ -108,7 +110,7 @@ class DHRAGChatEngine(BaseChatEngine):
         rag: DHRAG,
         llm: LLM,
         *,
-        session_id: str = "default",
+        session_id: str | None = None,
         system_prompt: str | None = None,
         context_prompt: str | PromptTemplate | None = None,
         k: int | None = None,
@@ -118,7 +120,7 @@ class DHRAGChatEngine(BaseChatEngine):
             raise TypeError(f"rag must be a dhrag_core.DHRAG, got {type(rag).__name__}")
         self._rag = rag
         self._llm = _check_llm(llm)
-        self._session_id = check_session_id(session_id)
+        self._session_id = None if session_id is None else check_session_id(session_id)
         if system_prompt is not None and not isinstance(system_prompt, str):
             raise TypeError(f"system_prompt must be a str, got {type(system_prompt).__name__}")
         self._system_prompt = system_prompt
@@ -145,7 +147,8 @@ class DHRAGChatEngine(BaseChatEngine):
         store: HistoryStore | str | None = None,
         settings: Settings | None = None,
         rewriter: QueryRewriter | Literal["light", "llm"] = "light",
-        session_id: str = "default",
+        search: Literal["auto", "vector", "text"] = "auto",
+        session_id: str | None = None,
         chat_history: Sequence[ChatMessage] | None = None,
         system_prompt: str | None = None,
         context_prompt: str | PromptTemplate | None = None,
@@ -158,13 +161,17 @@ class DHRAGChatEngine(BaseChatEngine):
                 similarity_top_k=20)`` (give it at least ``Settings.kb_k`` results).
             llm: The LLM that answers (and rewrites, with ``rewriter="llm"``).
             embedder: dhrag embedder or LlamaIndex ``BaseEmbedding`` for the history and the
-                integration step; default: the offline MiniLM, loaded on first use.
+                integration step; default: the vector index's own embedding model (the index
+                is then searched by vector), else the offline MiniLM, loaded on first use.
             store: History store or URL (``"memory"``, ``"sqlite:///path.db"``,
                 ``"postgresql://user:password@host/db"``).
             settings: dhrag ``Settings``.
-            rewriter: ``"light"`` (no LLM call), ``"llm"`` (``LLMRewriter(llm)``, falling back
-                to the light one on errors) or any ``QueryRewriter``.
-            session_id: Default conversation id.
+            rewriter: ``"light"`` (no LLM call), ``"llm"`` (the core's ``LLMRewriter`` over
+                ``LlamaIndexLLM(llm)``, falling back to the light one on errors) or any
+                ``QueryRewriter``.
+            search: ``"auto"`` (by vector where possible), ``"vector"`` or ``"text"``
+                (see ``build_dhrag``).
+            session_id: Default conversation id (default: none; each call names one).
             chat_history: Messages to seed that session with (replacing its history).
             system_prompt, context_prompt, k: As for the constructor.
 
@@ -174,13 +181,14 @@ class DHRAGChatEngine(BaseChatEngine):
             ...     store="sqlite:///history.db")
         """
         llm = _check_llm(llm)
-        check_session_id(session_id)
+        if session_id is not None:
+            check_session_id(session_id)
         rag = build_dhrag(retriever, embedder=embedder, store=store, settings=settings,
-                          rewriter=rewriter, llm=llm)
+                          rewriter=rewriter, llm=llm, search=search)
         engine = cls(rag, llm, session_id=session_id, system_prompt=system_prompt,
                      context_prompt=context_prompt, k=k)
         if chat_history is not None:
-            engine._seed(engine._session_id, chat_history)
+            engine._seed(engine._sid(None), chat_history)
         return engine
 
     # -- properties ------------------------------------------------------------------------
@@ -195,8 +203,8 @@ class DHRAGChatEngine(BaseChatEngine):
         return self._llm
 
     @property
-    def session_id(self) -> str:
-        """The default conversation id."""
+    def session_id(self) -> str | None:
+        """The default conversation id (None: each call names one)."""
         return self._session_id
 
     @property
@@ -215,7 +223,14 @@ class DHRAGChatEngine(BaseChatEngine):
     # -- helpers ---------------------------------------------------------------------------
 
     def _sid(self, session_id: str | None) -> str:
-        return self._session_id if session_id is None else check_session_id(session_id)
+        if session_id is not None:
+            return check_session_id(session_id)
+        if self._session_id is None:
+            raise ValueError(
+                'no session id: pass chat(..., session_id="...") or set '
+                'DHRAGChatEngine(..., session_id="...") for calls that name none'
+            )
+        return self._session_id
 
     def _check_message(self, message: Any) -> str:
         return check_text("message", message, max_chars=self._rag.settings.max_query_chars)
@@ -224,7 +239,7 @@ class DHRAGChatEngine(BaseChatEngine):
         pairs = message_pairs(chat_history)
         self._rag.reset(session_id)
         for query, answer in pairs:
-            self._rag.record(session_id, query, answer)
+            self._rag.record(session_id, query, answer, passages=[])
 
     async def _aseed(self, session_id: str, chat_history: Sequence[ChatMessage]) -> None:
         await asyncio.to_thread(self._seed, session_id, chat_history)

@@ -38,9 +38,14 @@ def _check_messages(messages: Any) -> None:
 class DHRAGMemoryBlock(BaseMemoryBlock[str]):
     """A memory block that stores flushed turns in DH-RAG and returns the relevant ones.
 
+    **Recording.** ``Memory`` keeps recent messages itself and flushes older ones to its
+    blocks; each flushed user message and the assistant answer after it become one turn of
+    the history (system and tool messages are skipped), stored without passages. Turns are
+    thus recorded when ``Memory`` flushes, not at once: use ``DHRAGChatEngine`` (records each
+    turn with its passages) or ``DHRAGRetriever.record`` to store every turn immediately.
+
     The session is ``session_id`` when set, else the ``Memory``'s own session id (passed to
-    blocks by ``Memory``), else ``"default"``. Flushed messages become turns: a user message
-    and the assistant messages after it; system and tool messages are skipped.
+    blocks by ``Memory``); with neither, a ``ValueError`` says how to pass one.
 
     Args:
         history: A dhrag ``HistoryDatabase``, or a ``DHRAG`` (its ``.history`` is used), so a
@@ -96,7 +101,12 @@ class DHRAGMemoryBlock(BaseMemoryBlock[str]):
     def _session(self, given: Any) -> str:
         if self.session_id is not None:
             return self.session_id
-        return check_session_id(given) if given is not None else "default"
+        if given is None:
+            raise ValueError(
+                'no session id: use the block inside Memory.from_defaults(session_id="...", '
+                'memory_blocks=[...]), or set DHRAGMemoryBlock(session_id="...")'
+            )
+        return check_session_id(given)
 
     def format_turns(self, selected: list[SelectedTurn]) -> str:
         """The selected turns as text, best first, each with its turn number and weight."""

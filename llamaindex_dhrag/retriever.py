@@ -34,12 +34,17 @@ class DHRAGRetriever(BaseRetriever):
     A query goes through ``DHRAG.select``: history turns are selected, the query is
     reconstructed, the knowledge base is searched and its passages are integrated with the
     passages of the selected turns. The nodes come best first, with the integration weight as
-    score and the trace in ``node.metadata["dhrag"]``. Retrieval stores nothing: call
-    ``record(query, response)`` once the answer is known, so the next query sees this turn.
+    score and the trace in ``node.metadata["dhrag"]``.
+
+    **Recording.** Retrieval stores nothing (a retriever never sees the answer): call
+    ``record(query, response)`` once the answer is known -- it stores the turn with the
+    nodes this retrieval returned -- so the next query sees it. ``DHRAGChatEngine`` records
+    by itself.
 
     Args:
         rag: The DH-RAG pipeline (``from_defaults`` builds one over another retriever).
-        session_id: The conversation this retriever serves.
+        session_id: The conversation this retriever serves (required: one retriever per
+            conversation, so that users never share a history by accident).
         k: Nodes returned; default ``Settings.context_k``.
         callback_manager: LlamaIndex callbacks.
 
@@ -54,16 +59,20 @@ class DHRAGRetriever(BaseRetriever):
         self,
         rag: DHRAG,
         *,
-        session_id: str = "default",
+        session_id: str | None = None,
         k: int | None = None,
         callback_manager: CallbackManager | None = None,
     ) -> None:
         if not isinstance(rag, DHRAG):
             raise TypeError(f"rag must be a dhrag_core.DHRAG, got {type(rag).__name__}")
+        if session_id is None:
+            raise ValueError(
+                'no session id: pass DHRAGRetriever(..., session_id="...") -- one retriever '
+                "per conversation (DHRAGChatEngine takes a session_id per chat call)"
+            )
         self._rag = rag
         self._session_id = check_session_id(session_id)
         self._k = None if k is None else check_k(k)
-        self._last: Selection | None = None
         super().__init__(callback_manager=callback_manager)
 
     @classmethod
@@ -76,18 +85,19 @@ class DHRAGRetriever(BaseRetriever):
         settings: Settings | None = None,
         rewriter: QueryRewriter | Literal["light", "llm"] = "light",
         llm: LLM | None = None,
-        session_id: str = "default",
+        search: Literal["auto", "vector", "text"] = "auto",
+        session_id: str | None = None,
         k: int | None = None,
     ) -> DHRAGRetriever:
-        """A DH-RAG retriever over another LlamaIndex retriever (see ``build_dhrag``).
+        """A DH-RAG retriever over another LlamaIndex retriever (see ``build_dhrag``: a
+        vector index's retriever is searched by vector with the index's embedding model).
 
         Example:
             >>> r = DHRAGRetriever.from_defaults(  # doctest: +SKIP
-            ...     index.as_retriever(similarity_top_k=20), embedder=DHRAGEmbedding(),
-            ...     session_id="alice")
+            ...     index.as_retriever(similarity_top_k=20), session_id="alice")
         """
         rag = build_dhrag(retriever, embedder=embedder, store=store, settings=settings,
-                          rewriter=rewriter, llm=llm)
+                          rewriter=rewriter, llm=llm, search=search)
         return cls(rag, session_id=session_id, k=k)
 
     @property
@@ -100,8 +110,9 @@ class DHRAGRetriever(BaseRetriever):
 
     @property
     def last_selection(self) -> Selection | None:
-        """The selection of the latest retrieval (its trace, history and rewritten query)."""
-        return self._last
+        """The latest retrieval's selection until its turn is recorded (trace, history and
+        rewritten query), else None."""
+        return self._rag.pending(self._session_id)
 
     @staticmethod
     def _check_query(query: object) -> None:
@@ -122,20 +133,16 @@ class DHRAGRetriever(BaseRetriever):
         return await super().aretrieve(str_or_query_bundle)
 
     def _retrieve(self, query_bundle: QueryBundle) -> list[NodeWithScore]:
-        self._last = self._rag.select(self._session_id, query_bundle.query_str, self._k)
-        return selection_to_nodes(self._last)
+        return selection_to_nodes(
+            self._rag.select(self._session_id, query_bundle.query_str, self._k))
 
     async def _aretrieve(self, query_bundle: QueryBundle) -> list[NodeWithScore]:
-        self._last = await self._rag.aselect(self._session_id, query_bundle.query_str, self._k)
-        return selection_to_nodes(self._last)
+        return selection_to_nodes(
+            await self._rag.aselect(self._session_id, query_bundle.query_str, self._k))
 
-    def _record_args(
-        self, query: str, nodes: Sequence[NodeWithScore] | None
-    ) -> tuple[Selection | None, list[Passage] | None]:
-        last = self._last
-        selection = last if last is not None and last.query == query else None
-        passages = None if nodes is None else [passage_from_node(n) for n in nodes]
-        return selection, passages
+    @staticmethod
+    def _passages(nodes: Sequence[NodeWithScore] | None) -> list[Passage] | None:
+        return None if nodes is None else [passage_from_node(n) for n in nodes]
 
     def record(
         self, query: str, response: str, *, nodes: Sequence[NodeWithScore] | None = None
@@ -145,14 +152,12 @@ class DHRAGRetriever(BaseRetriever):
         The passages are ``nodes`` when given (e.g. a query engine's ``source_nodes``), else
         the context of the latest retrieval if it was for the same ``query``.
         """
-        selection, passages = self._record_args(query, nodes)
-        return self._rag.record(self._session_id, query, response, selection=selection,
-                                passages=passages)
+        return self._rag.record(self._session_id, query, response,
+                                passages=self._passages(nodes))
 
     async def arecord(
         self, query: str, response: str, *, nodes: Sequence[NodeWithScore] | None = None
     ) -> AddResult:
         """``record`` off the event loop."""
-        selection, passages = self._record_args(query, nodes)
-        return await self._rag.arecord(self._session_id, query, response, selection=selection,
-                                       passages=passages)
+        return await self._rag.arecord(self._session_id, query, response,
+                                       passages=self._passages(nodes))

@@ -263,3 +263,91 @@ def test_passage_vector_cache_is_safe_across_threads() -> None:
         sys.setswitchinterval(interval)
     assert not errors, repr(errors[:3])
     assert len(rag._vector_cache) <= 6
+
+
+# -- pending selections and async members (issue 17) ----------------------------------------
+
+
+def test_record_without_selection_stores_the_pending_selections_passages(rag: DHRAG) -> None:
+    sel = rag.select("alice", "What is the Great Wall built of?")
+    assert rag.pending("alice") is sel and rag.pending("alice", "other?") is None
+    rag.record("alice", "What is the Great Wall built of?", "Stone and brick.")
+    (turn,) = rag.history.turns("alice")
+    assert [p.id for p in turn.passages] == [p.id for p in sel.passages] and turn.passages
+    assert rag.pending("alice") is None
+
+
+def test_recording_another_query_leaves_the_pending_selection(rag: DHRAG) -> None:
+    sel = rag.select("alice", "What is the Great Wall built of?")
+    rag.select("bob", "Do guinea pigs dig?")
+    rag.record("alice", "Something else", "ok")  # e.g. a concurrent turn of the session
+    (turn,) = rag.history.turns("alice")
+    assert turn.passages == () and rag.pending("alice") is sel  # its turn still to come
+    rag.record("alice", sel.query, "Stone.")
+    assert [p.id for p in rag.history.turns("alice")[-1].passages] == [
+        p.id for p in sel.passages]
+    assert rag.pending("bob", "Do guinea pigs dig?") is not None  # other sessions kept
+    rag.reset("bob")
+    assert rag.pending("bob") is None
+
+
+def test_failed_record_keeps_the_pending_selection(rag: DHRAG) -> None:
+    sel = rag.select("alice", "What is the Great Wall built of?")
+    with pytest.raises(TypeError):
+        rag.record("alice", sel.query, None)  # type: ignore[arg-type]
+    assert rag.pending("alice") is sel
+
+
+def test_pending_selections_are_bounded() -> None:
+    emb = HashingEmbedder()
+    rag = DHRAG(FaissKnowledgeBase(KB, emb), embedder=emb, max_pending=2)
+    for sid in ("a", "b", "c"):
+        rag.select(sid, "wall")
+    assert rag.pending("a") is None and rag.pending("c") is not None
+    with pytest.raises(ValueError, match="max_pending"):
+        DHRAG(FaissKnowledgeBase(KB, emb), embedder=emb, max_pending=0)
+
+
+class AsyncParts:
+    """A vector knowledge base and a rewriter whose async members must be awaited."""
+
+    def __init__(self, kb: FaissKnowledgeBase) -> None:
+        self.kb = kb
+        self.calls: list[str] = []
+
+    def search(self, query: str, k: int) -> list[Passage]:
+        raise AssertionError("text search used")
+
+    def search_vectors(self, vectors: np.ndarray, k: int) -> list[list[Passage]]:
+        raise AssertionError("sync search used under aselect")
+
+    async def asearch_vectors(self, vectors: np.ndarray, k: int) -> list[list[Passage]]:
+        self.calls.append("asearch_vectors")
+        return self.kb.search_vectors(vectors, k)
+
+    def rewrite(self, query: str, history: object) -> object:
+        raise AssertionError("sync rewrite used under aselect")
+
+    async def arewrite(self, query: str, history: object) -> object:
+        from dhrag_core import Rewrite
+
+        self.calls.append("arewrite")
+        return Rewrite(query + " (great wall)")
+
+
+def test_aselect_awaits_the_async_members() -> None:
+    emb = HashingEmbedder()
+    parts = AsyncParts(FaissKnowledgeBase(KB, emb))
+    rag = DHRAG(parts, embedder=emb, rewriter=parts)  # type: ignore[arg-type]
+    rag.record("alice", "What is the Great Wall built of?", "Stone.")
+
+    async def main() -> None:
+        sel = await rag.aselect("alice", "How long is it?")
+        assert sel.rewritten_query == "How long is it? (great wall)"
+        assert rag.pending("alice", "How long is it?") is sel
+        await rag.arecord("alice", "How long is it?", "21,196 km.")
+        assert [p.id for p in rag.history.turns("alice")[-1].passages] == [
+            p.id for p in sel.passages]
+
+    asyncio.run(main())
+    assert parts.calls == ["arewrite", "asearch_vectors"]

@@ -23,4 +23,4 @@ def engine(store: InMemoryVectorStore) -> DHRAG:
 
 @pytest.fixture
 def retriever(engine: DHRAG) -> DHRAGRetriever:
-    return DHRAGRetriever(engine=engine, k=4)
+    return DHRAGRetriever(engine=engine, k=4, session_id="default")

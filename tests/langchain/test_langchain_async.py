@@ -18,8 +18,8 @@ from lc_support import (
     hash_engine,
 )
 
-from dhrag_core import DHRAG, HashingEmbedder
-from langchain_dhrag import ChatModelRewriter, DHRAGRetriever
+from dhrag_core import DHRAG, HashingEmbedder, LLMRewriter
+from langchain_dhrag import ChatModelLLM, DHRAGRetriever
 
 SESSIONS = {
     "s-wall": (WALL_Q, WALL_A, "Wall note: the Great Wall of China is made of rammed earth."),
@@ -71,7 +71,7 @@ async def test_chat_model_rewriter_uses_ainvoke_under_ainvoke(
 ) -> None:
     model = AsyncOnlyChatModel(answer="How long is the Great Wall of China?")
     engine = hash_engine(store)
-    engine.rewriter = ChatModelRewriter(model)
+    engine.rewriter = LLMRewriter(ChatModelLLM(model))  # the core's rewriter, awaited
     retriever = DHRAGRetriever(engine=engine)
     retriever.record("alice", WALL_Q, WALL_A)
 

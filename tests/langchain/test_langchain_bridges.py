@@ -28,22 +28,26 @@ from lc_support import (
 
 from dhrag_core import (
     DHRAG,
+    LLM,
     Embedder,
+    FaissKnowledgeBase,
     HashingEmbedder,
     KnowledgeBase,
     LightRewriter,
-    QueryRewriter,
+    LLMRewriter,
+    Passage,
     Rewrite,
     SelectedTurn,
 )
+from dhrag_core.llm_rewriting import clean_rewrite
 from langchain_dhrag import (
-    ChatModelRewriter,
+    ChatModelLLM,
     DHRAGEmbeddings,
     DHRAGRetriever,
     LangChainEmbedder,
     LangChainKnowledgeBase,
+    LangChainVectorKnowledgeBase,
 )
-from langchain_dhrag.bridges import clean_rewrite
 
 # -- embeddings ----------------------------------------------------------------------------
 
@@ -139,9 +143,10 @@ def test_embedding_errors() -> None:
 def test_langchain_embeddings_drive_a_whole_engine(store: InMemoryVectorStore) -> None:
     retriever = DHRAGRetriever.from_knowledge(store, embedder=HashEmbeddings(), k=3)
     assert isinstance(retriever.engine.history.embedder, LangChainEmbedder)
-    retriever.invoke(WALL_Q)
-    retriever.record("default", WALL_Q, WALL_A)
-    assert all("Great Wall" in d.metadata["title"] for d in retriever.invoke(FOLLOW_UP))
+    retriever.invoke(WALL_Q, session_id="alice")
+    retriever.record("alice", WALL_Q, WALL_A)
+    follow = retriever.invoke(FOLLOW_UP, session_id="alice")
+    assert all("Great Wall" in d.metadata["title"] for d in follow)
 
 
 # -- rewriter ------------------------------------------------------------------------------
@@ -157,16 +162,19 @@ def talked(engine: DHRAG) -> DHRAG:
     return engine
 
 
+def _rewriter(model: Any, **options: Any) -> LLMRewriter:
+    return LLMRewriter(ChatModelLLM(model), **options)
+
+
 def test_rewriter_prompt_holds_user_and_assistant_turns(talked: DHRAG) -> None:
     model = GenericFakeChatModel(messages=iter([AIMessage("How long is the Great Wall?")]))
     seen: list[Any] = []
     spy = RunnableLambda(lambda msgs: seen.append(msgs) or msgs) | model
-    rewriter = ChatModelRewriter(spy)
-    assert isinstance(rewriter, QueryRewriter)
+    assert isinstance(ChatModelLLM(spy), LLM)
 
-    out = rewriter.rewrite(FOLLOW_UP, _history(talked, FOLLOW_UP))
+    out = _rewriter(spy).rewrite(FOLLOW_UP, _history(talked, FOLLOW_UP))
 
-    assert out == Rewrite("How long is the Great Wall?")
+    assert out.text == "How long is the Great Wall?"
     prompt = "\n".join(m.text for m in seen[0])
     assert f"User: {WALL_Q}" in prompt
     assert f"Assistant: {WALL_A}" in prompt
@@ -185,10 +193,10 @@ def test_rewriter_prompt_holds_user_and_assistant_turns(talked: DHRAG) -> None:
         ("How long is the Great Wall?", "How long is the Great Wall?"),
     ],
 )
-def test_rewriter_strips_prefixes_and_quotes(answer: str, expected: str) -> None:
+def test_rewriter_strips_prefixes_and_quotes(talked: DHRAG, answer: str, expected: str) -> None:
     assert clean_rewrite(answer) == expected
-    rw = ChatModelRewriter(FakeListChatModel(responses=[answer]))
-    assert rw.rewrite(FOLLOW_UP, []).text == expected
+    rw = _rewriter(FakeListChatModel(responses=[answer]))
+    assert rw.rewrite(FOLLOW_UP, _history(talked, FOLLOW_UP)).text == expected
 
 
 def test_rewriter_falls_back_when_the_model_fails(
@@ -198,22 +206,23 @@ def test_rewriter_falls_back_when_the_model_fails(
     expected = LightRewriter().rewrite(FOLLOW_UP, history)
     assert expected.text != FOLLOW_UP
 
-    with caplog.at_level(logging.WARNING, logger="langchain_dhrag.bridges"):
-        assert ChatModelRewriter(RaisingChatModel()).rewrite(FOLLOW_UP, history) == expected
+    with caplog.at_level(logging.WARNING, logger="dhrag_core.llm_rewriting"):
+        assert _rewriter(RaisingChatModel()).rewrite(FOLLOW_UP, history) == expected
     assert "provider down" in caplog.text
-    empty = ChatModelRewriter(FakeListChatModel(responses=["Standalone question:  "]))
+    empty = _rewriter(FakeListChatModel(responses=["Standalone question:  "]))
     assert empty.rewrite(FOLLOW_UP, history) == expected
-    rambling = ChatModelRewriter(FakeListChatModel(responses=["x" * 50]), max_output_chars=10)
+    rambling = _rewriter(FakeListChatModel(responses=["x" * 50]), max_chars=10)
     assert rambling.rewrite(FOLLOW_UP, history) == expected
-    not_text = ChatModelRewriter(RunnableLambda(lambda _: 42))
+    not_text = _rewriter(RunnableLambda(lambda _: 42))
     assert not_text.rewrite(FOLLOW_UP, history) == expected
 
 
-def test_rewriter_in_the_engine_sets_the_rewritten_query(store: InMemoryVectorStore) -> None:
+def test_chat_model_becomes_the_cores_llm_rewriter(store: InMemoryVectorStore) -> None:
     model = FakeListChatModel(responses=["How long is the Great Wall of China?"])
     retriever = DHRAGRetriever.from_knowledge(store, embedder=HashingEmbedder(),
                                               rewriter=model, k=3)
-    assert isinstance(retriever.engine.rewriter, ChatModelRewriter)
+    rewriter = retriever.engine.rewriter
+    assert isinstance(rewriter, LLMRewriter) and isinstance(rewriter.llm, ChatModelLLM)
     retriever.record("alice", WALL_Q, WALL_A)
     docs = retriever.invoke(FOLLOW_UP, session_id="alice")
     assert docs[0].metadata["dhrag"]["rewritten_query"] == "How long is the Great Wall of China?"
@@ -224,14 +233,11 @@ def test_rewriter_in_the_engine_sets_the_rewritten_query(store: InMemoryVectorSt
 
 def test_rewriter_errors() -> None:
     with pytest.raises(TypeError, match="model must be"):
-        ChatModelRewriter("gpt")  # type: ignore[arg-type]
-    with pytest.raises(TypeError, match="fallback"):
-        ChatModelRewriter(FakeListChatModel(responses=["x"]), fallback="light")  # type: ignore[arg-type]
-    with pytest.raises(ValueError, match="max_output_chars"):
-        ChatModelRewriter(FakeListChatModel(responses=["x"]), max_output_chars=0)
+        ChatModelLLM("gpt")  # type: ignore[arg-type]
     with pytest.raises(TypeError, match="rewriter must be"):
         DHRAGRetriever.from_knowledge(InMemoryVectorStore(HashEmbeddings()),
                                       embedder=HashingEmbedder(), rewriter="llm")
+    assert Rewrite("q").text == "q"
 
 
 # -- knowledge base ------------------------------------------------------------------------
@@ -282,7 +288,8 @@ def test_unserialisable_metadata_is_stored_as_text(tmp_path: Any) -> None:
     emb = HashingEmbedder()
     store = InMemoryVectorStore(DHRAGEmbeddings(emb))
     store.add_documents([Document("The wall is long.", id="w", metadata={"obj": object()})])
-    retriever = DHRAGRetriever.from_knowledge(store, store=f"sqlite:///{tmp_path / 'h.db'}")
+    retriever = DHRAGRetriever.from_knowledge(store, store=f"sqlite:///{tmp_path / 'h.db'}",
+                                              session_id="default")
     retriever.invoke("wall")
     retriever.record("default", "wall", "It is long.")
     (turn,) = retriever.engine.history.turns("default")
@@ -294,3 +301,109 @@ def test_hash_engine_helper_matches_a_user_setup() -> None:
     engine = hash_engine()
     assert engine.select("x", PIG_Q).context[0].passage.title == "Guinea pig"
     assert PIG_A
+
+
+# -- search by vector (issue 17) -------------------------------------------------------------
+
+
+class SpyStore(InMemoryVectorStore):
+    """A real in-memory vector store that notes which search API ran."""
+
+    used: list[str]
+
+    def similarity_search(self, query: str, k: int = 4, **kwargs: Any) -> list[Document]:
+        self.used.append("text")
+        return super().similarity_search(query, k, **kwargs)
+
+    def similarity_search_with_score(
+        self, query: str, k: int = 4, **kwargs: Any
+    ) -> list[tuple[Document, float]]:
+        self.used.append("text")
+        return super().similarity_search_with_score(query, k, **kwargs)
+
+    def similarity_search_by_vector(
+        self, embedding: list[float], k: int = 4, **kwargs: Any
+    ) -> list[Document]:
+        self.used.append("vector")
+        return super().similarity_search_by_vector(embedding, k, **kwargs)
+
+    async def asimilarity_search_by_vector(
+        self, embedding: list[float], k: int = 4, **kwargs: Any
+    ) -> list[Document]:
+        self.used.append("avector")
+        return super().similarity_search_by_vector(embedding, k, **kwargs)
+
+
+@pytest.fixture
+def spy_store() -> SpyStore:
+    from lc_support import demo_documents
+
+    store = SpyStore(HashEmbeddings())
+    store.used = []
+    store.add_documents(demo_documents())
+    return store
+
+
+def test_vector_store_is_searched_by_vector_with_its_own_embeddings(spy_store: SpyStore) -> None:
+    retriever = DHRAGRetriever.from_knowledge(spy_store, k=3, session_id="alice")
+    engine = retriever.engine
+    assert isinstance(engine.knowledge, LangChainVectorKnowledgeBase)
+    emb = engine.history.embedder
+    assert isinstance(emb, LangChainEmbedder) and emb.embeddings is spy_store.embeddings
+    retriever.invoke(WALL_Q)
+    retriever.record("alice", WALL_Q, WALL_A)
+    follow = retriever.invoke(FOLLOW_UP)
+    assert spy_store.used == ["vector", "vector"]
+    assert follow[0].metadata["dhrag"]["history_turns"] == [0]
+
+    # the same ranking as the core searching its own FAISS index by the expanded vector
+    from lc_support import demo_documents
+
+    passages = [Passage(d.page_content, id=d.id, title=d.metadata["title"])
+                for d in demo_documents()]
+    inner = spy_store.embeddings.inner  # type: ignore[attr-defined]
+    core = DHRAG(FaissKnowledgeBase(passages, inner), embedder=inner)
+    core.select("alice", WALL_Q, 3)
+    core.record("alice", WALL_Q, WALL_A)
+    expected = core.select("alice", FOLLOW_UP, 3)
+    assert [d.id for d in follow] == [c.passage.id for c in expected.context]
+
+
+async def test_async_vector_search_awaits_the_stores_async_api(spy_store: SpyStore) -> None:
+    retriever = DHRAGRetriever.from_knowledge(spy_store, k=3)
+    docs = await retriever.ainvoke(WALL_Q, session_id="alice")
+    assert spy_store.used == ["avector"] and "Great Wall" in docs[0].metadata["title"]
+
+
+def test_text_path_for_other_embedders_and_text_only_retrievers(spy_store: SpyStore) -> None:
+    other = DHRAGRetriever.from_knowledge(spy_store, embedder=HashingEmbedder(), k=3)
+    assert type(other.engine.knowledge) is LangChainKnowledgeBase
+    thresholded = DHRAGRetriever.from_knowledge(spy_store.as_retriever(
+        search_type="similarity_score_threshold", search_kwargs={"score_threshold": 0.1}))
+    assert type(thresholded.engine.knowledge) is LangChainKnowledgeBase
+    mmr = DHRAGRetriever.from_knowledge(spy_store.as_retriever(search_type="mmr"))
+    assert isinstance(mmr.engine.knowledge, LangChainVectorKnowledgeBase)
+    assert mmr.invoke(PIG_Q, session_id="a")[0].metadata["title"] == "Guinea pig"
+    other.invoke(PIG_Q, session_id="a")
+    assert spy_store.used[-1] == "text"
+    text = DHRAGRetriever.from_knowledge(spy_store, search="text")
+    assert type(text.engine.knowledge) is LangChainKnowledgeBase
+    with pytest.raises(ValueError, match='search="vector" needs'):
+        DHRAGRetriever.from_knowledge(spy_store, embedder=HashingEmbedder(), search="vector")
+    with pytest.raises(ValueError, match="search must be"):
+        DHRAGRetriever.from_knowledge(spy_store, search="both")  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match="search_type"):
+        LangChainVectorKnowledgeBase(spy_store.as_retriever(
+            search_type="similarity_score_threshold", search_kwargs={"score_threshold": 0.1}))
+
+
+def test_dhrag_embeddings_store_uses_the_wrapped_embedder_not_a_second_model() -> None:
+    emb = HashingEmbedder()
+    store = InMemoryVectorStore(DHRAGEmbeddings(emb))
+    store.add_texts(["The Great Wall is 21,196 km long.", "Guinea pigs eat hay."])
+    retriever = DHRAGRetriever.from_knowledge(store, k=1)
+    assert retriever.engine.history.embedder is emb
+    kb = retriever.engine.knowledge
+    assert isinstance(kb, LangChainVectorKnowledgeBase)
+    (hit,) = kb.search_vectors(emb.encode(["wall length"]), k=1)[0:1][0]
+    assert hit.vector is not None  # the store's cached vector: nothing encoded again

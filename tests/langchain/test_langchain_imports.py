@@ -9,14 +9,17 @@ import langchain_dhrag
 
 EXPECTED = {
     "TRACE_KEY",
-    "ChatModelRewriter",
+    "ChatModelLLM",
     "DHRAGChatMessageHistory",
     "DHRAGEmbeddings",
     "DHRAGMemory",
+    "DHRAGMemoryRunnable",
     "DHRAGMiddleware",
     "DHRAGRetriever",
     "LangChainEmbedder",
     "LangChainKnowledgeBase",
+    "LangChainVectorKnowledgeBase",
+    "with_dhrag_memory",
     "document_to_passage",
     "format_documents",
     "selection_to_documents",

@@ -1,4 +1,5 @@
-"""DHRAGMemory (classic memory) and DHRAGChatMessageHistory (RunnableWithMessageHistory)."""
+"""DHRAGMemory (classic memory), DHRAGChatMessageHistory, and the with_dhrag_memory drop-in
+with the selected turns as the prompt's history."""
 
 from __future__ import annotations
 
@@ -12,7 +13,6 @@ from langchain_core.messages import AIMessage, HumanMessage, SystemMessage
 from langchain_core.output_parsers import StrOutputParser
 from langchain_core.prompts import ChatPromptTemplate, MessagesPlaceholder
 from langchain_core.runnables import RunnablePassthrough
-from langchain_core.runnables.history import RunnableWithMessageHistory
 from lc_support import FOLLOW_UP, PIG_A, PIG_Q, WALL_A, WALL_Q
 
 from dhrag_core import DHRAG
@@ -21,6 +21,7 @@ from langchain_dhrag import (
     DHRAGMemory,
     DHRAGRetriever,
     format_documents,
+    with_dhrag_memory,
 )
 
 TOPICS = [
@@ -59,7 +60,7 @@ def test_load_returns_the_selected_history_not_the_buffer(engine: DHRAG) -> None
 
 
 def test_elliptical_input_gets_a_rewritten_query(engine: DHRAG) -> None:
-    memory = DHRAGMemory(engine=engine)
+    memory = DHRAGMemory(engine=engine, session_id="default")
     fill(memory, [(WALL_Q, WALL_A)])
     out = memory.load_memory_variables({"input": FOLLOW_UP})
     assert out["rewritten_query"] != FOLLOW_UP
@@ -78,7 +79,7 @@ def test_save_stores_input_passages_and_output(engine: DHRAG) -> None:
 
 
 def test_save_with_passages_key_and_without_a_load(engine: DHRAG) -> None:
-    memory = DHRAGMemory(engine=engine, passages_key="source_documents")
+    memory = DHRAGMemory(engine=engine, passages_key="source_documents", session_id="default")
     memory.save_context(
         {"question": PIG_Q},
         {"answer": PIG_A, "source_documents": [Document("Cavies live in burrows.", id="c")]},
@@ -119,11 +120,14 @@ def test_session_from_inputs(engine: DHRAG) -> None:
     memory.load_memory_variables({"input": WALL_Q, "session_id": "carol"})
     memory.save_context({"input": WALL_Q, "session_id": "carol"}, {"output": WALL_A})
     assert engine.history.size("carol") == 1
+    with pytest.raises(ValueError, match=r"session_id.*DHRAGMemory\(session_id"):
+        memory.save_context({"input": WALL_Q}, {"output": WALL_A})  # no session anywhere
     assert engine.history.size("default") == 0
 
 
 def test_return_messages(engine: DHRAG) -> None:
-    memory = DHRAGMemory(engine=engine, return_messages=True, memory_key="chat_history")
+    memory = DHRAGMemory(engine=engine, return_messages=True, memory_key="chat_history",
+                         session_id="default")
     fill(memory, [(WALL_Q, WALL_A)])
     msgs = memory.load_memory_variables({"input": FOLLOW_UP})["chat_history"]
     assert msgs == [HumanMessage(WALL_Q), AIMessage(WALL_A)]
@@ -163,11 +167,12 @@ def test_works_inside_a_classic_chain(engine: DHRAG) -> None:
 )
 def test_bad_inputs(engine: DHRAG, call: Any, error: type[Exception], match: str) -> None:
     with pytest.raises(error, match=match):
-        call(DHRAGMemory(engine=engine))
+        call(DHRAGMemory(engine=engine, session_id="default"))
 
 
 def test_explicit_keys(engine: DHRAG) -> None:
-    memory = DHRAGMemory(engine=engine, input_key="question", output_key="answer")
+    memory = DHRAGMemory(engine=engine, input_key="question", output_key="answer",
+                         session_id="default")
     memory.save_context({"question": WALL_Q, "other": "x"}, {"answer": WALL_A, "extra": 1})
     assert engine.history.turns("default")[0].response == WALL_A
     with pytest.raises(ValueError, match="input_key"):
@@ -221,29 +226,35 @@ def test_chat_history_errors(engine: DHRAG) -> None:
     assert engine.history.size("a") == 0
 
 
-@pytest.mark.filterwarnings("ignore::langchain_core._api.LangChainDeprecationWarning")
-def test_runnable_with_message_history_records_turns_with_passages(engine: DHRAG) -> None:
+def test_drop_in_gives_the_prompt_the_selected_turns_and_records_them(engine: DHRAG) -> None:
     retriever = DHRAGRetriever(engine=engine, k=3)
     prompt = ChatPromptTemplate.from_messages([
         ("system", "Context:\n{context}"),
         MessagesPlaceholder("history"),
         ("human", "{question}"),
     ])
-    llm = FakeListChatModel(responses=[WALL_A, "About 21,196 km.", PIG_A])
+    seen: list[Any] = []
+    llm = FakeListChatModel(responses=[WALL_A, PIG_A, "About 21,196 km.", PIG_A])
     rag = (
         RunnablePassthrough.assign(context=(lambda x: x["question"]) | retriever
                                    | format_documents)
-        | prompt | llm | StrOutputParser()
+        | prompt | (lambda p: seen.append(p.to_messages()) or p) | llm | StrOutputParser()
     )
-    chat = RunnableWithMessageHistory(
-        rag, lambda sid: DHRAGChatMessageHistory(engine, sid),
-        input_messages_key="question", history_messages_key="history",
-    )
-    for sid, q in (("alice", WALL_Q), ("alice", FOLLOW_UP), ("bob", PIG_Q)):
+    chat = with_dhrag_memory(rag, retriever, input_key="question", history_key="history")
+    expected: list[str] = []
+    for sid, q in (("alice", WALL_Q), ("alice", PIG_Q), ("alice", FOLLOW_UP), ("bob", PIG_Q)):
+        if q == FOLLOW_UP:
+            selected = engine.select(sid, q).history
+            expected = [s.turn.query for s in sorted(selected, key=lambda s: s.turn.index)]
         chat.invoke({"question": q}, config={"configurable": {"session_id": sid}})
 
     alice = engine.history.turns("alice")
-    assert [(t.query, t.response) for t in alice] == [(WALL_Q, WALL_A),
-                                                      (FOLLOW_UP, "About 21,196 km.")]
+    assert [(t.query, t.response) for t in alice] == [
+        (WALL_Q, WALL_A), (PIG_Q, PIG_A), (FOLLOW_UP, "About 21,196 km.")]
     assert all(len(t.passages) == 3 for t in alice)  # the retriever's passages were paired
     assert [t.query for t in engine.history.turns("bob")] == [PIG_Q]
+    # the follow-up's prompt holds the turns DH-RAG selected for it, not the whole history
+    shown = [m.text for m in seen[2] if isinstance(m, HumanMessage)][:-1]
+    assert shown == expected and 0 < len(expected) < 2
+    assert [m.text for m in seen[0] if isinstance(m, HumanMessage)] == [WALL_Q]
+    assert [m.text for m in seen[3] if isinstance(m, HumanMessage)] == [PIG_Q]  # bob: new

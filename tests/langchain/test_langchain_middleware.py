@@ -131,10 +131,8 @@ def test_session_from_runtime_context_and_no_recording(engine: DHRAG) -> None:
                  context=Ctx(session_id="from-context"))
     assert engine.history.size("from-context") == 0  # record_turns=False
     assert engine.history.size("from-config") == 0
-    # the selection was made for the context's session
-    from langchain_dhrag._context import pending_for
-
-    assert pending_for(engine).get("from-context", WALL_Q) is not None
+    # the selection was made for the context's session (and waits there, unrecorded)
+    assert engine.pending("from-context", WALL_Q) is not None
 
 
 async def test_async_agent(engine: DHRAG) -> None:
@@ -153,3 +151,14 @@ def test_bad_arguments(engine: DHRAG) -> None:
         DHRAGMiddleware(engine, k=0)
     with pytest.raises(ValueError, match="session_id"):
         DHRAGMiddleware(engine, session_id="")
+
+
+def test_a_run_without_a_session_is_an_error(engine: DHRAG) -> None:
+    agent = create_agent(scripted(AIMessage(WALL_A)), [], middleware=[DHRAGMiddleware(engine)])
+    with pytest.raises(ValueError, match=r"no session id.*DHRAGMiddleware\(session_id"):
+        agent.invoke({"messages": [HumanMessage(WALL_Q)]})
+    assert engine.history.size("default") == 0
+    fixed = create_agent(scripted(AIMessage(WALL_A)), [],
+                         middleware=[DHRAGMiddleware(engine, session_id="kiosk")])
+    fixed.invoke({"messages": [HumanMessage(WALL_Q)]})  # a default chosen explicitly
+    assert engine.history.size("kiosk") == 1

@@ -38,7 +38,8 @@ def test_minilm_conversation_through_a_langchain_vector_store() -> None:
 
     assert "Great Wall" in turn(WALL_Q, WALL_A)[0]
     follow = turn(FOLLOW_UP, "About 21,196 km.")
-    assert all("Great Wall" in t for t in follow[:2]), follow
+    # searched by vector (the store's own path): the core's ranking, the wall first
+    assert "Great Wall" in follow[0] and follow.count("Great Wall of China") >= 2, follow
     assert turn(PIG_Q, PIG_A)[0] == "Guinea pig"
     pet = turn("Can I keep one as a pet?", "Yes, they are popular pets.")
     assert pet[0] == "Guinea pig", pet

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from pathlib import Path
 from typing import Any
 from uuid import UUID
@@ -139,7 +140,7 @@ def test_session_sources_and_isolation(retriever: DHRAGRetriever, engine: DHRAG)
     by_kwarg = retriever.invoke(FOLLOW_UP, session_id="alice")
     by_thread = retriever.invoke(FOLLOW_UP, config={"configurable": {"thread_id": "alice"}})
     by_field = retriever.model_copy(update={"session_id": "alice"}).invoke(FOLLOW_UP)
-    default = retriever.invoke(FOLLOW_UP)
+    default = retriever.invoke(FOLLOW_UP)  # the fixture's explicit session_id="default"
 
     for docs in (by_config, by_kwarg, by_thread, by_field):
         assert docs[0].metadata["dhrag"]["session_id"] == "alice"
@@ -178,7 +179,7 @@ def test_session_flows_through_an_lcel_chain(retriever: DHRAGRetriever) -> None:
 def test_k_field_and_call_argument(retriever: DHRAGRetriever) -> None:
     assert len(retriever.invoke(WALL_Q)) == 4
     assert len(retriever.invoke(WALL_Q, k=2)) == 2
-    assert len(DHRAGRetriever(engine=retriever.engine, k=7).invoke(WALL_Q)) == 7
+    assert len(DHRAGRetriever(engine=retriever.engine, k=7).invoke(WALL_Q, session_id="a")) == 7
 
 
 @pytest.mark.parametrize(
@@ -237,7 +238,8 @@ def test_from_knowledge_over_a_vector_store_retriever_reuses_its_vectors() -> No
     embeddings = DHRAGEmbeddings(HashingEmbedder())
     store = demo_store(embeddings)
     search = store.as_retriever(search_kwargs={"k": 2})
-    retriever = DHRAGRetriever.from_knowledge(search, settings=Settings(kb_k=6), k=5)
+    retriever = DHRAGRetriever.from_knowledge(search, settings=Settings(kb_k=6), k=5,
+                                              session_id="default")
 
     assert retriever.engine.history.embedder is embeddings.embedder  # shared, not MiniLM
     docs = retriever.invoke(WALL_Q)
@@ -250,7 +252,8 @@ def test_from_knowledge_over_a_vector_store_retriever_reuses_its_vectors() -> No
 def test_from_knowledge_over_a_retriever_without_k() -> None:
     docs = [Document(f"Passage number {i} about walls.", id=str(i)) for i in range(30)]
     retriever = DHRAGRetriever.from_knowledge(
-        ListRetriever(docs=docs), embedder=HashEmbeddings(), settings=Settings(kb_k=5), k=10
+        ListRetriever(docs=docs), embedder=HashEmbeddings(), settings=Settings(kb_k=5), k=10,
+        session_id="default",
     )
     got = retriever.invoke("walls")
     assert len(got) == 5  # cut to kb_k by the bridge, then integrated
@@ -260,7 +263,7 @@ def test_from_knowledge_over_a_retriever_without_k() -> None:
 def test_from_knowledge_over_a_faiss_knowledge_base() -> None:
     emb = HashingEmbedder()
     kb = FaissKnowledgeBase(["The Great Wall is 21,196 km long.", "Guinea pigs eat hay."], emb)
-    retriever = DHRAGRetriever.from_knowledge(kb, embedder=emb, k=1)
+    retriever = DHRAGRetriever.from_knowledge(kb, embedder=emb, k=1, session_id="default")
     assert retriever.invoke("great wall length")[0].page_content.startswith("The Great Wall")
 
 
@@ -293,7 +296,8 @@ class _Runs(BaseCallbackHandler):
 
 
 def test_inner_retriever_runs_are_traced_as_children(store: InMemoryVectorStore) -> None:
-    retriever = DHRAGRetriever.from_knowledge(store.as_retriever(), embedder=HashingEmbedder())
+    retriever = DHRAGRetriever.from_knowledge(store.as_retriever(), embedder=HashingEmbedder(),
+                                              session_id="default")
     runs = _Runs()
     retriever.invoke(WALL_Q, config={"callbacks": [runs]})
     assert len(runs.starts) == 2
@@ -313,9 +317,21 @@ def test_history_items_count_towards_k(retriever: DHRAGRetriever) -> None:
 
 def test_empty_knowledge_base_returns_history_only() -> None:
     emb = HashingEmbedder()
-    retriever = DHRAGRetriever.from_knowledge(InMemoryVectorStore(DHRAGEmbeddings(emb)))
+    retriever = DHRAGRetriever.from_knowledge(InMemoryVectorStore(DHRAGEmbeddings(emb)),
+                                              session_id="default")
     assert retriever.invoke(WALL_Q) == []
     retriever.record("default", WALL_Q, WALL_A, documents=["The wall is stone and brick."])
     docs = retriever.invoke(FOLLOW_UP)
     assert [d.page_content for d in docs] == ["The wall is stone and brick."]
     assert docs[0].metadata["dhrag"]["source"] == "history"
+
+
+def test_a_missing_session_is_an_error_saying_how_to_pass_one(engine: DHRAG) -> None:
+    retriever = DHRAGRetriever(engine=engine)
+    for call in (lambda: retriever.invoke(WALL_Q),
+                 lambda: asyncio.run(retriever.ainvoke(WALL_Q))):
+        with pytest.raises(ValueError,
+                           match=r"configurable.*session_id.*DHRAGRetriever\(session_id"):
+            call()
+    assert engine.history.size("default") == 0
+    assert retriever.invoke(WALL_Q, session_id="alice")  # named per call: fine

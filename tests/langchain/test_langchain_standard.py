@@ -20,7 +20,7 @@ class TestDHRAGRetrieverStandard(RetrieversIntegrationTests):
 
     @property
     def retriever_constructor_params(self) -> dict[str, Any]:
-        return {"engine": hash_engine(_STORE)}
+        return {"engine": hash_engine(_STORE), "session_id": "default"}
 
     @property
     def retriever_query_example(self) -> str:
@@ -37,7 +37,7 @@ class TestDHRAGRetrieverWithHistoryStandard(RetrieversIntegrationTests):
     @property
     def retriever_constructor_params(self) -> dict[str, Any]:
         engine = hash_engine(_STORE)
-        retriever = DHRAGRetriever(engine=engine)
+        retriever = DHRAGRetriever(engine=engine, session_id="default")
         for q, a in ((WALL_Q, WALL_A), (PIG_Q, PIG_A)):
             retriever.invoke(q)
             retriever.record("default", q, a)

@@ -203,6 +203,10 @@ def make_engine(
 
     def make(**kwargs: Any) -> DHRAGChatEngine:
         kwargs.setdefault("embedder", hashing)
+        kwargs.setdefault("session_id", "default")  # explicit: no session is an error
+        # answers here are scripted for the text path over the hashing embedder; the vector
+        # path (the default over a vector index) is tested in test_bridges and test_minilm
+        kwargs.setdefault("search", "text")
         chosen = kwargs.pop("llm", llm)
         retriever = kwargs.pop("retriever", index.as_retriever(similarity_top_k=5))
         return DHRAGChatEngine.from_defaults(retriever, chosen, **kwargs)

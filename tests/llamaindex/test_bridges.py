@@ -1,4 +1,5 @@
-"""Bridges: retriever as knowledge base, embeddings both ways, LLM as query rewriter."""
+"""Bridges: retriever as knowledge base (by text or by vector), embeddings both ways, the LLM as
+the core's LLM protocol for its LLMRewriter."""
 
 from __future__ import annotations
 
@@ -11,12 +12,22 @@ from llama_index.core import VectorStoreIndex
 from llama_index.core.embeddings import BaseEmbedding
 from llama_index.core.schema import NodeWithScore, TextNode
 
-from dhrag_core import DHRAG, HashingEmbedder, HistoryDatabase, LightRewriter, SelectedTurn
+from dhrag_core import (
+    DHRAG,
+    LLM,
+    HashingEmbedder,
+    HistoryDatabase,
+    LightRewriter,
+    LLMRewriter,
+    SelectedTurn,
+    Settings,
+)
 from llamaindex_dhrag import (
     DHRAGEmbedding,
     LlamaIndexEmbedder,
-    LLMRewriter,
+    LlamaIndexLLM,
     RetrieverKnowledgeBase,
+    VectorIndexKnowledgeBase,
     build_dhrag,
     passage_from_node,
 )
@@ -133,7 +144,8 @@ def test_llamaindex_embedding_drives_dhrag(index: VectorStoreIndex,
 
 
 def _selected(hashing: HashingEmbedder) -> list[SelectedTurn]:
-    db = HistoryDatabase(embedder=hashing)
+    # selection over the whole session (not inside one thread): both turns reach the prompt
+    db = HistoryDatabase(embedder=hashing, settings=Settings(use_chains=False))
     db.add("s", "What is the Great Wall of China built out of?", None,
            "Stone, brick, tamped earth and wood.")
     db.add("s", "Where do guinea pigs sleep?", None, "In burrows.")
@@ -153,55 +165,52 @@ def test_llm_rewriter_cleans_the_answer(make_llm: Any, hashing: HashingEmbedder,
                                         clean: str) -> None:
     llm = make_llm(answer_fn=lambda prompt: raw)
     history = _selected(hashing)
-    out = LLMRewriter(llm).rewrite("How long is it?", history)
-    assert out.text == clean and out.added == ()
+    assert isinstance(LlamaIndexLLM(llm), LLM)
+    out = LLMRewriter(LlamaIndexLLM(llm)).rewrite("How long is it?", history)
+    assert out.text == clean
     prompt = llm.prompts[-1]
     # both sides of the selected turns, oldest first, then the follow-up
     assert prompt.index("User: What is the Great Wall") < prompt.index("User: Where do guinea")
     assert "Assistant: Stone, brick, tamped earth and wood." in prompt
     assert "Assistant: In burrows." in prompt
-    assert "Follow-up message: How long is it?" in prompt
+    assert "Last question: How long is it?" in prompt
 
 
 @pytest.mark.parametrize("answer", ["", "Standalone question:", "x" * 2000])
 def test_llm_rewriter_falls_back_on_unusable_answers(make_llm: Any, hashing: HashingEmbedder,
                                                      answer: str) -> None:
     history = _selected(hashing)
-    out = LLMRewriter(make_llm(answer_fn=lambda prompt: answer)).rewrite("How long?", history)
+    llm = LlamaIndexLLM(make_llm(answer_fn=lambda prompt: answer))
+    out = LLMRewriter(llm).rewrite("How long?", history)
     assert out == LightRewriter().rewrite("How long?", history)
 
 
 def test_llm_rewriter_falls_back_when_the_llm_raises(make_llm: Any, hashing: HashingEmbedder,
                                                      caplog: Any) -> None:
     history = _selected(hashing)
-    out = LLMRewriter(make_llm(fail=True)).rewrite("How long is it?", history)
+    out = LLMRewriter(LlamaIndexLLM(make_llm(fail=True))).rewrite("How long is it?", history)
     expected = LightRewriter().rewrite("How long is it?", history)
     assert out == expected and out.text != "How long is it?"
-    assert "LLM query rewrite failed (RuntimeError" in caplog.text
+    assert "RuntimeError: scripted LLM failure" in caplog.text
 
 
 def test_llm_rewriter_in_dhrag_survives_a_failing_llm(make_llm: Any, index: VectorStoreIndex,
                                                       hashing: HashingEmbedder) -> None:
     rag = build_dhrag(index.as_retriever(similarity_top_k=5), embedder=hashing,
-                      rewriter="llm", llm=make_llm(fail=True))
+                      rewriter="llm", llm=make_llm(fail=True), search="text")
     rag.record("a", "What is the Great Wall of China built out of?", "Stone.")
     sel = rag.select("a", "How long is it?")
     assert "wall" in sel.rewritten_query.lower()
     assert sel.context[0].passage.id == "wall-length"
 
 
-def test_llm_rewriter_arguments(make_llm: Any) -> None:
+def test_llm_arguments_and_build_dhrag_uses_the_cores_rewriter(
+    make_llm: Any, index: VectorStoreIndex, hashing: HashingEmbedder
+) -> None:
     with pytest.raises(TypeError, match="llm must be"):
-        LLMRewriter("gpt")  # type: ignore[arg-type]
-    with pytest.raises(ValueError, match="history_str"):
-        LLMRewriter(make_llm(), prompt="Rewrite {question}")
-    with pytest.raises(TypeError, match="fallback"):
-        LLMRewriter(make_llm(), fallback=object())  # type: ignore[arg-type]
-    with pytest.raises(ValueError, match="max_chars"):
-        LLMRewriter(make_llm(), max_chars=0)
-    custom = LLMRewriter(make_llm(answer_fn=lambda p: p.splitlines()[-1]),
-                         prompt="{history_str}\n{question}")
-    assert custom.rewrite("Q?", []).text == "Q?"
+        LlamaIndexLLM("gpt")  # type: ignore[arg-type]
+    rag = build_dhrag(index.as_retriever(), embedder=hashing, rewriter="llm", llm=make_llm())
+    assert isinstance(rag.rewriter, LLMRewriter) and isinstance(rag.rewriter.llm, LlamaIndexLLM)
 
 
 def test_build_dhrag_arguments(index: VectorStoreIndex, hashing: HashingEmbedder,
@@ -216,3 +225,57 @@ def test_build_dhrag_arguments(index: VectorStoreIndex, hashing: HashingEmbedder
         build_dhrag(retriever, embedder=hashing, rewriter="heavy")  # type: ignore[arg-type]
     with pytest.raises(TypeError, match="retriever must be"):
         build_dhrag(index, embedder=hashing)  # type: ignore[arg-type]
+
+
+# -- search by vector (issue 17) -------------------------------------------------------------
+
+
+def test_vector_index_is_searched_by_vector_with_its_own_embedding(
+    index: VectorStoreIndex, hashing: HashingEmbedder, embed_model: DHRAGEmbedding
+) -> None:
+    retriever = index.as_retriever(similarity_top_k=5)
+    seen: list[tuple[str, Any]] = []
+    sync, asyn = retriever._retrieve, retriever._aretrieve
+
+    def spy(bundle: Any) -> Any:
+        seen.append(("sync", bundle))
+        return sync(bundle)
+
+    async def aspy(query_bundle: Any) -> Any:
+        seen.append(("async", query_bundle))
+        return await asyn(query_bundle)
+
+    retriever._retrieve = spy  # type: ignore[method-assign]
+    retriever._aretrieve = aspy  # type: ignore[method-assign]
+    rag = build_dhrag(retriever)  # no embedder: the index's own model, not MiniLM
+    assert isinstance(rag.knowledge, VectorIndexKnowledgeBase)
+    assert rag.history.embedder is hashing
+    rag.record("a", "What is the Great Wall of China built out of?", "Stone.")
+    sel = rag.select("a", "How long is it?")
+    ((how, bundle),) = seen
+    assert how == "sync" and bundle.query_str == ""  # searched by the expanded vector
+    np.testing.assert_allclose(bundle.embedding, sel.search_vector, atol=1e-5)
+    assert sel.history and not np.allclose(sel.search_vector, sel.query_vector)
+    expected = {n.node.node_id for n in sync(bundle)}  # the index's hits for that vector
+    assert {c.passage.id for c in sel.context if c.source == "kb"} <= expected
+
+    async def main() -> Any:
+        return await rag.aselect("a", "How long is it?")
+
+    again = asyncio.run(main())
+    assert seen[-1][0] == "async" and seen[-1][1].embedding is not None
+    assert [c.passage.id for c in again.context] == [c.passage.id for c in sel.context]
+
+
+def test_text_path_for_another_embedder_or_other_retrievers(
+    index: VectorStoreIndex, hashing: HashingEmbedder
+) -> None:
+    other = build_dhrag(index.as_retriever(), embedder=HashingEmbedder(64))
+    assert type(other.knowledge) is RetrieverKnowledgeBase
+    plain = RetrieverKnowledgeBase(index.as_retriever())
+    with pytest.raises(TypeError, match="VectorIndexRetriever"):
+        VectorIndexKnowledgeBase(plain)  # type: ignore[arg-type]
+    same = build_dhrag(index.as_retriever(), embedder=hashing)  # the index's model, unwrapped
+    assert isinstance(same.knowledge, VectorIndexKnowledgeBase)
+    hybrid = build_dhrag(index.as_retriever(vector_store_query_mode="hybrid"), embedder=hashing)
+    assert type(hybrid.knowledge) is RetrieverKnowledgeBase

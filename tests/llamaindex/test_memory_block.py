@@ -6,7 +6,7 @@ import pytest
 from llama_index.core.base.llms.types import ChatMessage, MessageRole
 from llama_index.core.memory import Memory
 
-from dhrag_core import DHRAG, FaissKnowledgeBase, HashingEmbedder, HistoryDatabase
+from dhrag_core import DHRAG, FaissKnowledgeBase, HashingEmbedder, HistoryDatabase, Settings
 from llamaindex_dhrag import DHRAGMemoryBlock
 
 CONVERSATION = [
@@ -18,7 +18,9 @@ CONVERSATION = [
 
 
 def _db(hashing: HashingEmbedder) -> HistoryDatabase:
-    return HistoryDatabase(embedder=hashing)
+    # selection over the whole session (not inside the thread the query continues): these
+    # tests check what the block stores and shows, with a hashing embedder
+    return HistoryDatabase(embedder=hashing, settings=Settings(use_chains=False))
 
 
 def _memory(block: DHRAGMemoryBlock, session_id: str = "alice") -> Memory:
@@ -119,3 +121,9 @@ def test_accepts_a_dhrag_pipeline_and_rejects_other_history(hashing: HashingEmbe
         DHRAGMemoryBlock(history="sqlite:///x.db")  # type: ignore[arg-type]
     with pytest.raises(ValueError, match="session_id"):
         DHRAGMemoryBlock(history=rag, session_id="  ")
+
+
+async def test_a_block_without_any_session_is_an_error(hashing: HashingEmbedder) -> None:
+    block = DHRAGMemoryBlock(history=_db(hashing))
+    with pytest.raises(ValueError, match=r"no session id: .*Memory\.from_defaults\(session_id"):
+        await block.aget([ChatMessage(role=MessageRole.USER, content="How long is it?")])

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import importlib.util
 import io
 import json
@@ -9,12 +10,18 @@ import sys
 from importlib import resources
 from pathlib import Path
 from types import ModuleType
+from typing import Any
 
 import numpy as np
 import pytest
 
-from dhrag_core import MiniLMEmbedder
-from llamaindex_dhrag import DHRAGEmbedding, LlamaIndexEmbedder
+from dhrag_core import MiniLMEmbedder, Settings
+from llamaindex_dhrag import (
+    DHRAGChatEngine,
+    DHRAGEmbedding,
+    LlamaIndexEmbedder,
+    VectorIndexKnowledgeBase,
+)
 
 pytestmark = pytest.mark.model
 
@@ -61,6 +68,7 @@ def test_example_conversation_with_minilm(minilm: MiniLMEmbedder, tmp_path: Path
     trace = length.sources[0].raw_output
     assert "wall" in trace["rewritten_query"].lower()
     assert trace["history"][0]["query"] == TURNS[0]
+    assert [h["turn"] for h in trace["history"]] == [0]  # the first turn, by id
     assert "21,196 km" in length.response  # the elliptical follow-up, answered
     assert all(n.node.metadata["title"] == "Great Wall of China"
                for n in length.source_nodes[:3])
@@ -83,3 +91,29 @@ def test_minilm_embedding_bridge_round_trip(minilm: MiniLMEmbedder) -> None:
     back = LlamaIndexEmbedder(model)
     assert back.dimension == 384
     assert np.allclose(back.encode(texts), minilm.encode(texts), atol=1e-5)
+
+
+def test_example_engine_async_follow_up_uses_the_first_turn(
+    minilm: MiniLMEmbedder, tmp_path: Path
+) -> None:
+    example = _example()
+    index = example.build_index(_docs(tmp_path), DHRAGEmbedding(minilm))
+    engine = DHRAGChatEngine.from_defaults(
+        index.as_retriever(similarity_top_k=8), example.ExtractiveLLM(embedder=minilm),
+        settings=Settings(kb_k=8, context_k=5), context_prompt=example.CONTEXT_PROMPT,
+    )
+    assert isinstance(engine.rag.knowledge, VectorIndexKnowledgeBase)  # searched by vector
+    assert engine.rag.history.embedder is minilm  # the index's model, no second one
+
+    async def main() -> tuple[Any, Any]:
+        first = await engine.achat(TURNS[0], session_id="bob")
+        return first, await engine.achat(TURNS[1], session_id="bob")
+
+    first, second = asyncio.run(main())
+    turn0, turn1 = engine.rag.history.turns("bob")
+    assert [p.id for p in turn0.passages] == [n.node.node_id for n in first.source_nodes]
+    assert [h["turn"] for h in second.sources[0].raw_output["history"]] == [turn0.index]
+    assert second.source_nodes[0].node.metadata["title"] == "Great Wall of China"
+    assert turn1.query == TURNS[1]
+    with pytest.raises(ValueError, match="no session id"):
+        engine.chat(TURNS[0])  # no session named anywhere: an error, not "default"

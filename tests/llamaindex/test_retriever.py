@@ -15,6 +15,8 @@ WALL = "What is the Great Wall of China built out of?"
 
 
 def _retriever(index: VectorStoreIndex, hashing: HashingEmbedder, **kw: Any) -> DHRAGRetriever:
+    kw.setdefault("session_id", "alice")
+    kw.setdefault("search", "text")  # expectations for the text path over the hashing embedder
     return DHRAGRetriever.from_defaults(index.as_retriever(similarity_top_k=5),
                                         embedder=hashing, **kw)
 
@@ -46,6 +48,8 @@ def test_record_then_follow_up_uses_history(index: VectorStoreIndex,
     assert "wall" in dh["rewritten_query"].lower()
     assert r.last_selection is not None
     assert [s.turn.query for s in r.last_selection.history] == [WALL]
+    r.record("How long is it?", "21,196 km.")
+    assert r.last_selection is None  # recorded: nothing pending
 
 
 def test_record_with_explicit_nodes_or_without_selection(index: VectorStoreIndex,
@@ -84,8 +88,10 @@ def test_bad_arguments(index: VectorStoreIndex, hashing: HashingEmbedder) -> Non
         DHRAGRetriever(index.as_retriever())  # type: ignore[arg-type]
     r = _retriever(index, hashing)
     with pytest.raises(ValueError, match="k must be"):
-        DHRAGRetriever(r.rag, k=0)
+        DHRAGRetriever(r.rag, session_id="a", k=0)
     with pytest.raises(ValueError, match="session_id"):
         DHRAGRetriever(r.rag, session_id="")
+    with pytest.raises(ValueError, match=r"no session id: pass DHRAGRetriever\(\.\.\., session"):
+        DHRAGRetriever(r.rag)  # no silent shared "default" session
     with pytest.raises(ValueError, match="query"):
         r.retrieve("   ")

@@ -1,0 +1,123 @@
+"""DH-RAG through the real adapters, for the retrieval harness (issue 17, item 3).
+
+What LangChain and LlamaIndex users run: the benchmark's passages in a LangChain
+``InMemoryVectorStore`` (``lc-*``) or a LlamaIndex ``VectorStoreIndex`` (``li-*``), with the
+knowledge base's own vectors (no re-embedding), retrieved through ``DHRAGRetriever`` and recorded
+through its ``record``. ``*-vector`` systems search the store by the expanded query vector (the
+adapters' default for vector stores: they should rank as ``dhrag`` does); ``*-text`` systems send
+the rewritten query as text (the path of retrievers that only take text).
+
+    python -m benchmarks run --import benchmarks.adapter_systems --systems dhrag,lc-*,li-*
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from benchmarks.dhrag_systems import MemoEmbedder
+from benchmarks.systems import BenchContext, SystemFactory, register_system
+from dhrag_core import Passage, Settings
+
+__all__ = ["LangChainSystem", "LlamaIndexSystem"]
+
+Search = Literal["vector", "text"]
+
+
+def _inner(ctx: BenchContext) -> MemoEmbedder:
+    inner = ctx.kb.embedder
+    if isinstance(inner, MemoEmbedder):
+        inner = inner.inner
+    return MemoEmbedder(inner)  # each system pays for its own query encodings, as dhrag does
+
+
+class LangChainSystem:
+    """``langchain_dhrag.DHRAGRetriever`` over an ``InMemoryVectorStore`` of the passages."""
+
+    def __init__(self, name: str, ctx: BenchContext, search: Search,
+                 settings: Settings | None = None) -> None:
+        from langchain_core.vectorstores import InMemoryVectorStore
+
+        from langchain_dhrag import DHRAGEmbeddings, DHRAGRetriever
+
+        self.name, self.reference = name, False
+        kb = ctx.kb
+        texts = [p.text for p in kb.passages]
+        embeddings = DHRAGEmbeddings(_inner(ctx), cache_size=len(texts) + 10_000)
+        embeddings.preload(texts, kb.vectors)  # the KB's own vectors: nothing re-embedded
+        store = InMemoryVectorStore(embeddings)
+        store.add_texts(texts, metadatas=[{**p.metadata, "title": p.title} for p in kb.passages],
+                        ids=[p.id or str(i) for i, p in enumerate(kb.passages)])
+        self.retriever = DHRAGRetriever.from_knowledge(
+            store, settings=settings or Settings(), search=search)
+        self.session = ""
+
+    def start(self, conversation_id: str) -> None:
+        self.session = f"conv-{conversation_id}"
+        self.retriever.reset(self.session)
+
+    def retrieve(self, question: str, k: int) -> list[Passage]:
+        from langchain_dhrag import document_to_passage
+
+        docs = self.retriever.invoke(question, {"configurable": {"session_id": self.session}},
+                                     k=k)
+        return [document_to_passage(d) for d in docs]
+
+    def observe(self, question: str, passages: list[Passage], answer: str) -> None:
+        self.retriever.record(self.session, question, answer or "")  # the pending passages
+
+
+class LlamaIndexSystem:
+    """``llamaindex_dhrag.DHRAGRetriever`` over a ``VectorStoreIndex`` of the passages."""
+
+    def __init__(self, name: str, ctx: BenchContext, search: Search,
+                 settings: Settings | None = None) -> None:
+        from llama_index.core import VectorStoreIndex
+        from llama_index.core.schema import TextNode
+
+        from llamaindex_dhrag import DHRAGEmbedding, build_dhrag
+
+        self.name, self.reference = name, False
+        kb = ctx.kb
+        settings = settings or Settings()
+        nodes = [TextNode(id_=p.id or str(i), text=p.text, metadata={"title": p.title},
+                          embedding=v.astype(float).tolist())  # preset: not re-embedded
+                 for i, (p, v) in enumerate(zip(kb.passages, kb.vectors, strict=True))]
+        index = VectorStoreIndex(nodes, embed_model=DHRAGEmbedding(_inner(ctx)))
+        self.rag = build_dhrag(index.as_retriever(similarity_top_k=settings.kb_k),
+                               settings=settings, search=search)
+        self.session = ""
+
+    def start(self, conversation_id: str) -> None:
+        self.session = f"conv-{conversation_id}"
+        self.rag.reset(self.session)
+
+    def retrieve(self, question: str, k: int) -> list[Passage]:
+        from llamaindex_dhrag import DHRAGRetriever, passage_from_node
+
+        retriever = DHRAGRetriever(self.rag, session_id=self.session, k=k)
+        return [passage_from_node(n) for n in retriever.retrieve(question)]
+
+    def observe(self, question: str, passages: list[Passage], answer: str) -> None:
+        from llamaindex_dhrag import DHRAGRetriever
+
+        DHRAGRetriever(self.rag, session_id=self.session).record(question, answer or "")
+
+
+def _langchain(search: Search) -> SystemFactory:
+    return lambda ctx: LangChainSystem(f"lc-{search}", ctx, search)
+
+
+def _llamaindex(search: Search) -> SystemFactory:
+    return lambda ctx: LlamaIndexSystem(f"li-{search}", ctx, search)
+
+
+def _register() -> None:
+    searches: tuple[Search, ...] = ("vector", "text")
+    for search in searches:
+        register_system(f"lc-{search}", _langchain(search), description=(
+            f"DH-RAG via the LangChain adapter, InMemoryVectorStore, {search} path"))
+        register_system(f"li-{search}", _llamaindex(search), description=(
+            f"DH-RAG via the LlamaIndex adapter, VectorStoreIndex, {search} path"))
+
+
+_register()
