@@ -61,6 +61,7 @@ class ChainTracker:
         # costs two matrix-vector products, not a re-stack of every chain
         self._lasts: VectorIndex[int] = VectorIndex(dimension)
         self._cents: VectorIndex[int] = VectorIndex(dimension)
+        self._last_index = np.zeros(0, dtype=np.float64)  # by slot of ``_cents``
 
     def __len__(self) -> int:
         return len(self.chains)
@@ -81,6 +82,11 @@ class ChainTracker:
         assert chain.last_vector is not None
         self._lasts.add([chain.id], chain.last_vector)
         self._cents.add([chain.id], chain.centroid)
+        slot = self._cents.slot_of(chain.id)
+        if self._last_index.size <= slot:
+            self._last_index = np.resize(self._last_index, max(2 * self._last_index.size,
+                                                               slot + 1))
+        self._last_index[slot] = chain.last_index
 
     def best_link(self, vector: Vector) -> tuple[int, float] | None:
         """The chain a new turn continues best -- max(sim to latest turn, sim to centroid) --
@@ -146,6 +152,26 @@ class ChainTracker:
         if chain.rows is None:
             chain.rows = RowBuffer(np.stack([vectors[m] for m in chain.members]))
         return chain.members[-size:], chain.indexes[-size:], chain.rows.view()[-size:]
+
+    def relevance(
+        self, vector: Vector, matched: Mapping[int, float]
+    ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """``(slots, relevance, latest turn index)`` of every chain, vectorised: the cosine of
+        its centroid to ``vector``, raised to ``matched[chain]`` (a matched turn's similarity)."""
+        slots, sims = self._cents.similarities(vector)
+        rel = sims.astype(np.float64)
+        if matched:
+            at = np.searchsorted(slots, [self._cents.slot_of(c) for c in matched])
+            rel[at] = np.maximum(rel[at], np.fromiter(matched.values(), dtype=np.float64))
+        return slots, rel, self._last_index[slots]
+
+    def position(self, slots: np.ndarray, chain_id: int) -> int:
+        """Where ``chain_id`` is in ``slots`` (as returned by ``relevance``)."""
+        return int(np.searchsorted(slots, self._cents.slot_of(chain_id)))
+
+    def at_slot(self, slot: int) -> int:
+        """The chain id held in a slot of ``relevance``."""
+        return self._cents.key_at(slot)
 
     def thread_ages(self, chain_id: int, indexes: Sequence[int]) -> list[int]:
         """Turns of the chain from each given turn index on (1: its latest turn)."""

@@ -586,23 +586,23 @@ class HistoryDatabase:
         if memo is not None and memo[0] == key and memo[1] == s.version:
             return memo[2]
         cfg = self.settings
+        chains = s.tree.chains
         matches = s.tree.match(qv, hierarchical=cfg.use_hierarchy,
                                clusters=cfg.use_clustering)
-        ids, sims = s.tree.chains.centroid_similarities(qv)
-        at = {cid: i for i, cid in enumerate(ids)}
-        rel = np.asarray(sims, dtype=np.float64).copy()
+        matched: dict[int, float] = {}
         for m in matches:
-            i = at[s.tree.chains.of[m.turn_id]]
-            rel[i] = max(rel[i], m.similarity)
-        last = np.array([s.tree.chains.chains[c].last_index for c in ids], dtype=np.float64)
+            cid = chains.of[m.turn_id]
+            matched[cid] = max(matched.get(cid, -1.0), m.similarity)
+        slots, rel, last = chains.relevance(qv, matched)
         bonus = cfg.thread_recency if cfg.use_recency else 0.0
         best = int(np.argmax(scoring.thread_score(rel, s.next_index - last, bonus,
                                                   cfg.thread_half_life)))
-        current = s.tree.chains.of.get(s.latest) if s.latest is not None else None
-        if cfg.thread_switch is not None and ids[best] != current and current in at and (
-                rel[best] < cfg.thread_switch):
-            best = at[current]
-        found = ids[best], float(rel[best]), matches
+        current = chains.of.get(s.latest) if s.latest is not None else None
+        if (cfg.thread_switch is not None and current is not None
+                and chains.at_slot(int(slots[best])) != current
+                and rel[best] < cfg.thread_switch):
+            best = chains.position(slots, current)
+        found = chains.at_slot(int(slots[best])), float(rel[best]), matches
         s.thread_memo = (key, s.version, found)
         return found
 
