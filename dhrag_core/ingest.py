@@ -34,6 +34,8 @@ __all__ = [
     "load_kb",
     "load_passages",
     "split_passages",
+    "status",
+    "warm_up",
 ]
 
 log = logging.getLogger(__name__)
@@ -235,6 +237,22 @@ def embedder_id(embedder: Embedder) -> str:
     return f"{cls.__module__}.{cls.__qualname__}:{embedder.dimension}:{model}"
 
 
+def status(prefix: str, message: str) -> None:
+    """One progress line on stderr (``prefix: message``), flushed at once."""
+    sys.stderr.write(f"{prefix}: {message}\n")
+    sys.stderr.flush()
+
+
+def warm_up(embedder: Embedder, prefix: str = "dhrag") -> None:
+    """Load a model embedder now, saying so on stderr, rather than silently at first use."""
+    if isinstance(embedder, MiniLMEmbedder) and not embedder.loaded:
+        status(prefix, "loading the embedding model all-MiniLM-L6-v2 (offline, a few "
+                       "seconds) ...")
+        t0 = time.perf_counter()
+        embedder.encode(["warm up"])
+        log.info("model loaded in %.1f s", time.perf_counter() - t0)
+
+
 def _progress(total: int, enabled: bool) -> Any:
     if not enabled:
         return None
@@ -287,6 +305,8 @@ def embed_cached(
             log.warning("ignoring unreadable cache %s: %s", path, exc)
     t0 = time.perf_counter()
     show = sys.stderr.isatty() if progress is None else progress
+    if show:
+        warm_up(embedder)  # said before the bar, which would otherwise sit at 0 meanwhile
     bar = _progress(len(texts), show)
     chunks = []
     try:

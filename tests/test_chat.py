@@ -18,7 +18,7 @@ import numpy as np
 import pytest
 
 from dhrag_core import HashingEmbedder
-from dhrag_core.chat import add_chat_arguments, run_chat
+from dhrag_core.chat import add_chat_arguments, default_session, run_chat
 from dhrag_core.cli import build_parser
 from dhrag_core.ingest import embed_cached, load_kb, load_passages, split_passages
 
@@ -261,7 +261,9 @@ def test_passages_the_kb_accepts_are_recorded_without_losing_the_turn(tmp_path: 
 def test_chat_answers_traces_persists_and_resets(tmp_path: Path, kb: Path) -> None:
     out = chat(tmp_path, kb, "What is the Great Wall built out of?\nHow long is it?\n/trace\n"
                "/save\n/bogus\n")
-    assert "session 'default' (new)" in out and "answers: extracts (no LLM)" in out
+    sid = default_session(kb)
+    assert re.fullmatch(r"kb-[0-9a-f]{8}", sid)
+    assert f"session '{sid}' (new)" in out and "answers: extracts (no LLM)" in out
     first = block(out, "dhrag> ")
     assert "(extract, no LLM)" in first and "source: [great_wall.md] great_wall.md#0" in first
     assert "built" in first.split("\n")[0]
@@ -275,18 +277,22 @@ def test_chat_answers_traces_persists_and_resets(tmp_path: Path, kb: Path) -> No
 
     # a new process continues the conversation from the SQLite store
     out = chat(tmp_path, kb, "Who ordered its construction?\n/trace\n")
-    assert "session 'default' (continuing, 2 earlier turns)" in out
+    assert f"session '{sid}' (continuing, 2 earlier turns)" in out
     trace = block(out, "trace of 'Who ordered its construction?'")
     assert "How long is it?" in trace and "selected history:\n    turn 2" in trace
     assert re.search(r"rewritten query: Who ordered its construction\? \(.*wall", trace)
 
     # /reset forgets; the next process starts anew
     out = chat(tmp_path, kb, "/reset\nWho ordered its construction?\n/trace\n/quit\nignored\n")
-    assert "forgot session 'default' (3 turns)" in out
+    assert f"forgot session '{sid}' (3 turns)" in out
     assert "selected history: (none)" in block(out, "trace of")
     assert "ignored" not in out
     out = chat(tmp_path, kb, "/trace\n")
-    assert "(continuing, 1 earlier turns)" in out and "(no turn yet in this process)" in out
+    assert "(continuing, 1 earlier turn)" in out
+    # /trace after a restart shows the last stored turn, not "no turn yet"
+    trace = block(out, "trace of")
+    assert "trace of 'Who ordered its construction?' (turn 1, asked before this start" in trace
+    assert "[great_wall.md] great_wall.md#0" in trace and "answered by: extract" in trace
     # another session name is another conversation
     assert "session 'bob' (new)" in chat(tmp_path, kb, "", "--session", "bob")
 
@@ -535,7 +541,7 @@ def test_reset_forgets_the_typed_questions_in_the_line_history(tmp_path: Path, k
                 *store)
     assert "zebra" in history.read_text()
     interactive(tmp_path, kb, [(b"How long is the Great Wall okapi?", b"dhrag>"),
-                               (b"/reset", b"forgot session")], *store)
+                               (b"/reset", b"[y/N] "), (b"y", b"forgot session")], *store)
     text = history.read_text()
     assert "zebra" not in text and "okapi" not in text
 
@@ -594,7 +600,8 @@ def test_store_urls_are_printed_as_they_can_be_pasted_back(
     text = out.getvalue()
     path = tmp_path / "rel" / "x.db"
     assert path.is_file() and f"in SQLite file {path};" in text
-    url = re.search(r"--store (\S+)", text.split("session 'default' is saved", 1)[1])
+    saved = text.split(f"session '{default_session(kb)}' is saved", 1)[1]
+    url = re.search(r"--store (\S+)", saved)
     assert url is not None and url.group(1) == f"sqlite:///{path}"  # sqlite:////tmp/...
     monkeypatch.chdir(REPO)
     store = open_store(url.group(1))
@@ -607,3 +614,90 @@ def test_store_urls_are_printed_as_they_can_be_pasted_back(
     with contextlib.redirect_stdout(help_text), pytest.raises(SystemExit):
         build_parser().parse_args(["chat", "--help"])
     assert "four slashes" in " ".join(help_text.getvalue().split())
+
+
+# -- first contact (issue 22) ---------------------------------------------------------------
+
+
+def test_each_knowledge_base_has_its_own_default_session(tmp_path: Path, kb: Path) -> None:
+    """A chat over another KB with the same store does not continue the first KB's session."""
+    other = tmp_path / "other.jsonl"
+    other.write_text(json.dumps({"id": "p1", "title": "Tea",
+                                 "text": "Green tea is steamed or pan-fired soon after "
+                                         "picking."}) + "\n")
+    chat(tmp_path, kb, "What is the Great Wall built out of?\nHow long is it?\n")
+    out = chat(tmp_path, other, "How is it made?\n/trace\n")
+    assert f"session '{default_session(other)}' (new)" in out
+    assert default_session(other) != default_session(kb)
+    trace = block(out, "trace of")
+    assert "selected history: (none)" in trace and "great_wall" not in trace
+    # the first KB's conversation is still there, under its own name
+    assert f"session '{default_session(kb)}' (continuing, 2 earlier turns)" in chat(
+        tmp_path, kb, "")
+    # the same folder by another path is the same knowledge base
+    assert default_session(kb / ".." / "kb") == default_session(kb)
+
+
+def test_chat_k_and_passage_size_flags(tmp_path: Path, kb: Path) -> None:
+    out = chat(tmp_path, kb, "What is the Great Wall built out of?\n/trace\n", "--k", "2")
+    context = block(out, "trace of").split("context:")[1]
+    assert re.findall(r"^ +(\d+)\. weight=", context, re.M) == ["1", "2"]
+    small = chat(tmp_path, kb, "", "--min-words", "5", "--max-words", "20", store=False)
+    found = re.search(r"dhrag chat: (\d+) passages", small)
+    assert found is not None and int(found.group(1)) > 3
+    assert "dhrag chat: 3 passages" in chat(tmp_path, kb, "", store=False)
+    err = chat(tmp_path, kb, "", "--min-words", "50", "--max-words", "10", code=2)
+    assert "need 1 <= --min-words <= --max-words, got 50 and 10" in err
+    assert "k must be >= 1, got 0" in chat(tmp_path, kb, "", "--k", "0", code=2)
+
+
+def test_save_writes_the_conversation_and_never_overwrites(tmp_path: Path, kb: Path) -> None:
+    target = tmp_path / "talk.md"
+    out = chat(tmp_path, kb, f"/save {target}\nWhere do guinea pigs sleep?\n/save {target}\n"
+               f"/save {target}\n")
+    assert "error: nothing to save: this session has no turns yet" in out
+    assert f"wrote 1 turn of session '{default_session(kb)}' to {target}" in out
+    assert f"error: {target} exists; /save writes a new file only" in out
+    text = target.read_text()
+    assert text.startswith(f"# dhrag session '{default_session(kb)}'")
+    assert "## 1. Where do guinea pigs sleep?\n\nGuinea pigs " in text
+    assert "answered by extract; sources: guinea_pigs.txt#0" in text
+
+
+def test_help_says_what_each_command_does(tmp_path: Path, kb: Path) -> None:
+    out = chat(tmp_path, kb, "/help\n/nope\n")
+    for command in ("/trace", "/save [FILE]", "/reset", "/help", "/quit"):
+        line = next(x for x in out.splitlines() if x.strip().startswith(command + " "))
+        assert len(line.split(None, len(command.split()))[-1]) > 5, line  # a description
+    assert "unknown command /nope; commands: " in out and "/help says what they do" in out
+
+
+def test_reset_asks_first_on_a_terminal(tmp_path: Path, kb: Path) -> None:
+    store = ["--store", f"sqlite:///{tmp_path / 'chat.db'}"]
+    seen = interactive(tmp_path, kb, [(b"Where do guinea pigs sleep?", b"[guinea_pigs.txt]"),
+                                      (b"/reset", b"[y/N] "), (b"n", b"kept session"),
+                                      (b"/save", b"(1 turns)")], *store)
+    assert b"forget the 1 turn of session" in seen and b"forgot" not in seen
+    history = (tmp_path / "data" / "dhrag" / "chat_history").read_text()
+    assert "\nn\n" not in f"\n{history}\n"  # the answer is not line-editing history
+    seen = interactive(tmp_path, kb, [(b"/reset", b"[y/N] "), (b"yes", b"forgot session")],
+                       *store)
+    assert b"(1 turns)" in seen
+
+
+@pytest.mark.model
+def test_first_contact_on_a_terminal_with_minilm(tmp_path: Path, kb: Path) -> None:
+    """The model load is announced before the banner; the first question after a restart
+    answers at once (the model is loaded during start-up, with that message)."""
+    store = ["--store", f"sqlite:///{tmp_path / 'chat.db'}", "--embedder", "minilm"]
+    seen = interactive(tmp_path, kb, [(b"How long is the Great Wall?", b"21,196")], *store)
+    text = seen.decode()
+    loading = text.index("dhrag chat: loading the embedding model all-MiniLM-L6-v2")
+    assert loading < text.index("passages from") < text.index("21,196")
+    import time
+
+    t0 = time.monotonic()
+    seen = interactive(tmp_path, kb, [(b"/trace", b"asked before this start"),
+                                      (b"Who built it?", b"dhrag>")], *store)
+    assert b"loading the embedding model" in seen and b"Traceback" not in seen
+    assert time.monotonic() - t0 < 60
