@@ -168,8 +168,8 @@ def test_kb_vectors_are_cached_by_texts_and_model(kb: Path, tmp_path: Path) -> N
     emb = CountingEmbedder()
     first = load_kb(kb, emb, cache_dir=cache, progress=False)
     assert emb.encoded == 3 and len(first) == 3
-    files = list(cache.glob("*.npy"))
-    assert len(files) == 1 and re.fullmatch(r"[0-9a-f]{40}\.npy", files[0].name)
+    files = list(cache.glob("*.npy"))  # one per file of the folder
+    assert len(files) == 3 and all(re.fullmatch(r"[0-9a-f]{40}\.npy", f.name) for f in files)
     again = CountingEmbedder()
     second = load_kb(kb, again, cache_dir=cache, progress=False)
     assert again.encoded == 0  # read from the cache
@@ -177,16 +177,59 @@ def test_kb_vectors_are_cached_by_texts_and_model(kb: Path, tmp_path: Path) -> N
     assert second.search("How long is the Great Wall?", 1)[0].id == "great_wall.md#0"
     other = CountingEmbedder(dimension=32)  # another model: another key
     load_kb(kb, other, cache_dir=cache, progress=False)
-    assert other.encoded == 3 and len(list(cache.glob("*.npy"))) == 2
-    (kb / "berlin2.txt").write_text("The Berlin Wall was 155 km long.")  # other texts
+    assert other.encoded == 3 and len(list(cache.glob("*.npy"))) == 6
+    (kb / "berlin2.txt").write_text("The Berlin Wall was 155 km long.")  # a new file
     changed = CountingEmbedder()
     load_kb(kb, changed, cache_dir=cache, progress=False)
-    assert changed.encoded == 4
+    assert changed.encoded == 1  # only the new file
     files[0].write_bytes(b"not an npy file")  # a broken cache is rebuilt
     broken = CountingEmbedder()
     load_kb(kb / "great_wall.md", broken, cache_dir=cache, progress=False)
     vec = embed_cached(["a", "b"], broken, cache_dir=cache, progress=True)
     assert vec.shape == (2, 64) and vec.dtype == np.float32
+
+
+def test_kb_update_embeds_only_changed_files_and_prunes_stale_vectors(tmp_path: Path) -> None:
+    """The demo's 251 passages as a folder of files: adding one file embeds that file's
+    passages only; changing or removing a file deletes the vectors cached for its old text."""
+    rows = [json.loads(line) for line in (REPO / "dhrag_core/data/demo_kb.jsonl").open()]
+    root = tmp_path / "kb"
+    root.mkdir()
+    by_title: dict[str, list[str]] = {}
+    for r in rows:
+        by_title.setdefault(r["title"], []).append(r["text"])
+    for n, texts in enumerate(by_title.values()):
+        (root / f"doc{n:03}.txt").write_text("\n\n".join(texts))
+    cache = tmp_path / "cache"
+    first = CountingEmbedder()
+    kb0 = load_kb(root, first, cache_dir=cache, progress=False)
+    assert first.encoded == len(kb0) >= 250
+    npy = set(cache.glob("*.npy"))
+    assert len(npy) == len(by_title)
+    (root / "new.md").write_text("# Tea\n\nGreen tea is steamed soon after picking.\n\n"
+                                 "Black tea is oxidised before it is dried.")
+    added = CountingEmbedder()
+    kb1 = load_kb(root, added, cache_dir=cache, progress=False)
+    assert added.encoded == 1 and len(kb1) == len(kb0) + 1  # the new file's one passage
+    assert np.array_equal(kb1.vectors[: len(kb0)], kb0.vectors)  # "new.md" sorts last
+    assert kb1.search("How is green tea made?", 1)[0].id == "new.md#0"
+    # change one file, remove another: their old vectors are pruned, the rest kept
+    (root / "doc000.txt").write_text("Entirely new text about lighthouses and their keepers.")
+    (root / "doc001.txt").unlink()
+    edited = CountingEmbedder()
+    kb2 = load_kb(root, edited, cache_dir=cache, progress=False)
+    assert edited.encoded == 1 and len(kb2) < len(kb1)
+    now = set(cache.glob("*.npy"))
+    assert len(now) == len(by_title) + 1 - 1 and len(npy - now) == 2
+    assert len(list(cache.glob("*.sha256"))) == len(now)
+    # another knowledge base in the same cache folder is left alone
+    single = tmp_path / "single.txt"
+    single.write_text("One file, one passage.")
+    load_kb(single, CountingEmbedder(), cache_dir=cache, progress=False)
+    assert now < set(cache.glob("*.npy"))
+    again = CountingEmbedder()
+    assert np.array_equal(load_kb(root, again, cache_dir=cache, progress=False).vectors,
+                          kb2.vectors) and again.encoded == 0
 
 
 def test_a_damaged_cache_of_the_right_shape_is_not_used(tmp_path: Path) -> None:
