@@ -199,7 +199,8 @@ class ChatSession:
     def _extract(self, sel: Selection, note: str = "") -> Reply:
         found = self.extractive.answer(sel.rewritten_query, sel.passages)
         if found is None:
-            return Reply("(no answer in the context)", "none", note=note)
+            return Reply("(no answer: nothing in the context matches the question)", "none",
+                         note=note)
         return Reply(found.text, "extract", (found.passage,), note)
 
     def answer(self, sel: Selection) -> Reply:

@@ -85,7 +85,7 @@ def run_demo(args: argparse.Namespace) -> int:
     for n, question in enumerate(DEMO_TURNS, 1):
         sel = rag.select(session, question)
         extract = answerer.answer(sel.rewritten_query, sel.passages)
-        answer = extract.text if extract else "(no answer in the context)"
+        answer = extract.text if extract else "(no answer: nothing in the context matches)"
         _print_turn(out, n, sel, answer)
         rag.record(session, question, answer, selection=sel)
         base = raw.select("raw", question)
