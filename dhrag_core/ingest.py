@@ -388,7 +388,11 @@ def _embed_by_file(
     if missing:
         todo = [t for i in missing for t in texts[groups[i][0] : groups[i][1]]]
         t0 = time.perf_counter()
-        fresh = _encode(todo, embedder, sys.stderr.isatty() if show is None else show, 64)
+        bar = sys.stderr.isatty() if show is None else show
+        if show is None and not bar:  # no terminal for a bar: one line instead
+            status("dhrag", f"embedding {len(todo)} of {len(texts)} passages ({len(missing)} "
+                            "new or changed files; cached for the next start) ...")
+        fresh = _encode(todo, embedder, bar, 64)
         at = 0
         for i in missing:
             n = groups[i][1] - groups[i][0]
@@ -457,9 +461,10 @@ def load_kb(
         path: Folder of ``.txt``/``.md`` files, one such file, or a ``.jsonl`` of passages.
         embedder: Default: offline MiniLM.
         cache_dir: Embedding cache folder (default ``$DHRAG_CACHE/kb`` or ``~/.cache/dhrag/kb``).
-        progress: Progress bar while embedding (default: when stderr is a terminal).
-            Vectors are cached per file of a folder (per file for a .jsonl): only new or
-            changed files are embedded, and the cache files of their old text are deleted.
+        progress: Progress bar while embedding (default: when stderr is a terminal, else one
+            line on stderr saying how many passages are embedded). Vectors are cached per file
+            of a folder (a .jsonl is one file): only new or changed files are embedded, and the
+            cache files of their old text are deleted.
         min_words: Passage size target, lower end.
         max_words: Passage size limit.
 

@@ -53,8 +53,9 @@ def kb(tmp_path: Path) -> Path:
 
 
 def chat(tmp_path: Path, kb: Path, stdin: str, *args: str, store: bool = True,
-         env: dict[str, str] | None = None, code: int = 0) -> str:
-    """Run ``dhrag chat`` in a fresh process; its stdout (stderr on a non-zero exit)."""
+         env: dict[str, str] | None = None, code: int = 0, stderr: bool = False) -> str:
+    """Run ``dhrag chat`` in a fresh process; its stdout (stderr on a non-zero exit; stderr
+    then stdout with ``stderr=True``)."""
     base = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "HOME": str(tmp_path / "home"),
             "DHRAG_CACHE": str(tmp_path / "cache"), "XDG_DATA_HOME": str(tmp_path / "data"),
             "HF_HUB_OFFLINE": "1"}
@@ -66,6 +67,8 @@ def chat(tmp_path: Path, kb: Path, stdin: str, *args: str, store: bool = True,
     proc = subprocess.run(cmd, input=stdin, capture_output=True, text=True, timeout=120,
                           env={**base, **(env or {})}, cwd=REPO)
     assert proc.returncode == code, proc.stderr + proc.stdout
+    if stderr:
+        return proc.stderr + proc.stdout
     return proc.stdout if code == 0 else proc.stderr
 
 
@@ -342,8 +345,11 @@ def test_chat_answers_traces_persists_and_resets(tmp_path: Path, kb: Path) -> No
 
 
 def test_chat_default_store_and_errors(tmp_path: Path, kb: Path) -> None:
-    out = chat(tmp_path, kb, "Where do guinea pigs sleep?\n", store=False)
+    out = chat(tmp_path, kb, "Where do guinea pigs sleep?\n", store=False, stderr=True)
     assert (tmp_path / "data" / "dhrag" / "chat.db").is_file()
+    # no terminal for a progress bar: one line says what is embedded
+    assert out.startswith("dhrag: embedding 3 of 3 passages (3 new or changed files; cached "
+                          "for the next start) ...\n")
     assert "[guinea_pigs.txt]" in out
     assert list((tmp_path / "cache" / "kb").glob("*.npy"))  # vectors cached under DHRAG_CACHE
     err = chat(tmp_path, tmp_path / "nope", "", code=2)
