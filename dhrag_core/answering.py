@@ -22,6 +22,7 @@ from dhrag_core.records import Passage
 
 __all__ = ["Extract", "ExtractiveAnswerer", "answer_kind", "content_words", "sentences"]
 
+_EXPANSION = re.compile(r"\s*\([^()]*\)\s*$")
 _SENTENCE = re.compile(r"(?<=[.!?])\s+(?=[A-Z0-9\"'(])")
 _WORD = re.compile(r"[^\W_]+(?:['\u2019-][^\W_]+)*")
 _STOP_WORDS = (
@@ -134,7 +135,9 @@ class ExtractiveAnswerer:
         sims = vecs @ self.embedder.encode([question])[0]
         titles = {id(p): content_words(p.title) for p in context[: self.passages]}
         words = [content_words(s) | titles[id(p)] for s, p in pool]  # "It" is the title
-        asked = content_words(question)
+        # a rewriter's "(context words)" steer the similarity, not the word match: they name
+        # the topic, which every sentence of the passage is about
+        asked = content_words(_EXPANSION.sub("", question))
         idf = {w: math.log((len(pool) + 1) / (0.5 + sum(w in ws for ws in words)))
                for w in asked}
         total = sum(idf.values()) or 1.0
