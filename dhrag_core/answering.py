@@ -138,6 +138,7 @@ class ExtractiveAnswerer:
         # a rewriter's "(context words)" steer the similarity, not the word match: they name
         # the topic, which every sentence of the passage is about
         asked = content_words(_EXPANSION.sub("", question))
+        topic = content_words(question)
         idf = {w: math.log((len(pool) + 1) / (0.5 + sum(w in ws for ws in words)))
                for w in asked}
         total = sum(idf.values()) or 1.0
@@ -146,7 +147,8 @@ class ExtractiveAnswerer:
         wanted = _KIND_TEXT[kind] if kind is not None else None
         fits = np.array([wanted is not None and wanted.search(s) is not None for s, _ in pool])
         score = sims + self.word_weight * shared + self.kind_weight * fits
-        score[(shared == 0) & (sims < self.min_similarity)] = -np.inf
+        related = np.array([bool(topic & ws) for ws in words])
+        score[~related & (sims < self.min_similarity)] = -np.inf
         best = int(np.argmax(score))
         if not np.isfinite(score[best]):
             return None

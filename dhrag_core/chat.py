@@ -220,7 +220,8 @@ class ChatSession:
         sel = self.rag.select(self.session_id, question, k=self.k)
         reply = self.answer(sel)
         meta = {"answered_by": reply.source, **({"kb": self.kb} if self.kb else {})}
-        self.rag.record(self.session_id, question, reply.text, selection=sel, metadata=meta)
+        said = reply.text if reply.source != "none" else ""  # "no answer" is no topic
+        self.rag.record(self.session_id, question, said, selection=sel, metadata=meta)
         self.last = (sel, reply)
         return sel, reply
 
