@@ -295,7 +295,6 @@ class ChatSession:
         lines.append(f"  answered by: {reply.source}")
         return "\n".join(lines)
 
-
     def _stored_trace(self) -> str:
         """The last stored turn, for a session continued after a restart."""
         turns = self.rag.history.turns(self.session_id)

@@ -121,7 +121,7 @@ def build_parser() -> argparse.ArgumentParser:
     ap.add_argument("--version", action="version", version=f"dhrag {_version()}")
     sub = ap.add_subparsers(dest="command", required=True)
     demo = sub.add_parser("demo", help="run a scripted multi-turn session offline",
-                          description="A scripted eight-turn conversation over 251 shipped "
+                          description="A scripted eight-turn conversation over the shipped "
                                       "Wikipedia passages, offline: what DH-RAG selects each "
                                       "turn, against the raw question alone.")
     _verbose(demo)
@@ -148,7 +148,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING)
     try:
-        if not args.verbose:
+        if not args.verbose and args.command != "sessions":  # no model: no transformers
             try:
                 from transformers.utils import logging as hf_logging
 
