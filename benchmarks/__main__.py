@@ -33,6 +33,14 @@ from benchmarks.interleave import write_interleaved
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 SEED_FILE = "kb_minilm.npz"
+MTRAG_FILES = ("conversations.jsonl", "tasks.jsonl", "corpus_pool.jsonl", "retrieval_tasks")
+DATA_HELP = ("MTRAG is IBM's mt-rag-benchmark (github.com/IBM/mt-rag-benchmark, Apache-2.0); "
+             "lay it out as README.md 'Benchmark data' says, then pass --data DIR or set "
+             "DHRAG_DATA")
+
+
+class DataMissingError(FileNotFoundError):
+    """The benchmark data is not where the command looks (said in one line, exit 2)."""
 
 
 def default_data() -> Path:
@@ -106,9 +114,18 @@ def _ensure_converted(data: Path, bench: Path, explicit: bool) -> None:
     if (bench / KB_FILE).is_file() and (bench / TASKS_FILE).is_file():
         return
     if explicit:
-        raise SystemExit(f"{bench} has no {KB_FILE}/{TASKS_FILE}")
+        raise DataMissingError(f"{bench} has no {KB_FILE} and {TASKS_FILE} (the neutral format "
+                               "of benchmarks/data.py; see README.md 'Benchmark data')")
+    _require_data(data)
     logging.getLogger(__name__).info("converting %s -> %s", data, bench)
     convert(data, bench)
+
+
+def _require_data(data: Path) -> None:
+    missing = [name for name in MTRAG_FILES if not (data / name).exists()]
+    if missing:
+        what = "does not exist" if not data.exists() else f"has no {', '.join(missing)}"
+        raise DataMissingError(f"MTRAG data not found: {data} {what}. {DATA_HELP}")
 
 
 def _seed(arg: str | None, data: Path) -> Path | None:
@@ -157,8 +174,16 @@ def _list() -> int:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Entry point; returns the exit status."""
+    """Entry point; returns the exit status (2 when the data is missing)."""
     args = _parser().parse_args(argv)
+    try:
+        return _main(args)
+    except DataMissingError as exc:
+        print(f"python -m benchmarks: error: {exc}", file=sys.stderr)
+        return 2
+
+
+def _main(args: argparse.Namespace) -> int:
     logging.basicConfig(level=logging.DEBUG if args.verbose else logging.INFO,
                         format="%(levelname)s %(name)s: %(message)s")
     logging.getLogger("faiss.loader").setLevel(logging.WARNING)
@@ -166,6 +191,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         importlib.import_module(module)
     if args.command == "convert":
         data, _, bench = _paths(args)
+        _require_data(data)
         print(convert(data, bench))
         return 0
     if args.command == "list":

@@ -95,7 +95,9 @@ def load_canard(
 ) -> list[Example]:
     """The first ``limit`` (default all) questions of a CANARD split file."""
     if not path.is_file():
-        raise FileNotFoundError(f"CANARD file {path} not found (see ../shared/data/README.md)")
+        raise FileNotFoundError(
+            f"CANARD file {path} not found: get data/release/dev.json from "
+            "github.com/aagohary/canard (CC BY-SA 4.0) and pass --data PATH/dev.json")
     rows = json.loads(path.read_text(encoding="utf-8"))
     hl = Settings().half_life_turns if half_life is None else half_life
     return [
@@ -347,7 +349,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument("--out", type=Path, default=Path("results"), help="folder for the JSON")
     ap.add_argument("--no-llm", action="store_true", help="do not score the LLM rewriter")
     args = ap.parse_args(argv)
-    examples = load_canard(args.data, args.limit)
+    try:
+        examples = load_canard(args.data, args.limit)
+    except FileNotFoundError as exc:
+        print(f"python -m benchmarks.rewriters: error: {exc}", file=sys.stderr)
+        return 2
     rewriters = default_rewriters(llm=not args.no_llm)
     results = evaluate(examples, rewriters)
     print(f"CANARD {args.data.name}: {len(examples)} questions\n")

@@ -11,6 +11,7 @@ from __future__ import annotations
 import argparse
 import atexit
 import contextlib
+import hashlib
 import io
 import logging
 import os
@@ -18,6 +19,7 @@ import re
 import sys
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
+from datetime import datetime
 from pathlib import Path
 from typing import TextIO
 
@@ -25,28 +27,47 @@ from dhrag_core.answering import ExtractiveAnswerer
 from dhrag_core.embedding import Embedder, HashingEmbedder, MiniLMEmbedder
 from dhrag_core.engine import DHRAG
 from dhrag_core.history import HistoryDatabase
-from dhrag_core.ingest import load_kb
+from dhrag_core.ingest import load_kb, warm_up
 from dhrag_core.llm import LLM, LLMError, Message, OpenAICompatibleLLM, llm_from_env
 from dhrag_core.llm_rewriting import LLMRewriter
-from dhrag_core.records import Passage, Selection
-from dhrag_core.store import PostgresStore, SQLiteStore, redact_dsn
-from dhrag_core.validation import check_session_id
+from dhrag_core.records import Passage, Selection, Turn
+from dhrag_core.store import PostgresStore, SQLiteStore, open_store, redact_dsn
+from dhrag_core.validation import check_k, check_session_id
 
 __all__ = [
+    "CHAT_DESCRIPTION",
     "ChatSession",
     "LLMAnswerer",
     "Reply",
     "add_chat_arguments",
+    "add_sessions_arguments",
     "chat_loop",
+    "default_session",
     "default_store_url",
     "forget_lines",
     "printable",
     "run_chat",
+    "run_sessions",
 ]
 
 log = logging.getLogger(__name__)
 
 COMMANDS = "/trace  /reset  /save  /help  /quit"
+HELP = (
+    ("/trace", "why the last answer's passages were chosen: rewritten query, selected "
+               "history, context weights"),
+    ("/save [FILE]", "write the conversation to FILE as Markdown; without FILE, say where it "
+                     "is already saved (after every turn)"),
+    ("/reset", "forget this session's turns (asks first on a terminal)"),
+    ("/help", "this list"),
+    ("/quit", "leave (also Ctrl-D); the session is kept for the next start"),
+)
+CHAT_DESCRIPTION = (
+    "Chat over a folder of .txt/.md files or a JSONL of passages. Each question is one DH-RAG "
+    "turn: select (history, rewritten query, context), answer (an OpenAI-compatible LLM when "
+    "configured, else a labelled extract), record. The session is stored, so a restart over "
+    "the same knowledge base continues it; each knowledge base has its own default session."
+)
 ANSWER_SYSTEM_PROMPT = (
     "You are a helpful assistant in a multi-turn conversation. Answer the user's last "
     "question from the numbered context passages (cite them like [1]) and the conversation. "
@@ -68,6 +89,18 @@ def printable(text: str) -> str:
     the window or clear the screen, BEL, C1, bidirectional overrides) shown as ``\\xNN`` /
     ``\\uNNNN`` instead of acted on; newlines and tabs kept."""
     return _UNSAFE.sub(lambda m: m.group().encode("unicode_escape").decode("ascii"), text)
+
+
+def default_session(kb: str | os.PathLike[str]) -> str:
+    """The default session of a knowledge base: its name and a hash of its absolute path, so
+    that chats over different knowledge bases never continue one another."""
+    path = Path(kb).expanduser().resolve()
+    name = re.sub(r"[^A-Za-z0-9._-]+", "_", path.name)[:40] or "kb"
+    return f"{name}-{hashlib.sha1(str(path).encode('utf-8', 'surrogatepass')).hexdigest()[:8]}"
+
+
+def _plural(n: int, word: str) -> str:
+    return f"{n} {word}" + ("" if n == 1 else "s")
 
 
 def _short(text: str, width: int) -> str:
@@ -141,14 +174,18 @@ class ChatSession:
         session_id: Conversation name.
         llm: Generates answers when given; else (or when it fails) extracts them.
         store_url: Shown by ``where``.
+        k: Context passages per turn (default: ``rag.settings.context_k``).
+        kb: The knowledge base, recorded with each turn (``dhrag sessions`` shows it).
     """
 
     def __init__(
         self, rag: DHRAG, session_id: str, *, llm: LLM | None = None,
-        store_url: str = "memory",
+        store_url: str = "memory", k: int | None = None, kb: str = "",
     ) -> None:
         self.rag = rag
         self.session_id = check_session_id(session_id)
+        self.k = None if k is None else check_k(k)
+        self.kb = kb
         self.llm_answerer = LLMAnswerer(llm) if llm is not None else None
         self.extractive = ExtractiveAnswerer(rag.history.embedder)
         self.store_url = store_url
@@ -162,7 +199,8 @@ class ChatSession:
     def _extract(self, sel: Selection, note: str = "") -> Reply:
         found = self.extractive.answer(sel.rewritten_query, sel.passages)
         if found is None:
-            return Reply("(no answer in the context)", "none", note=note)
+            return Reply("(no answer: nothing in the context matches the question)", "none",
+                         note=note)
         return Reply(found.text, "extract", (found.passage,), note)
 
     def answer(self, sel: Selection) -> Reply:
@@ -179,10 +217,11 @@ class ChatSession:
 
     def ask(self, question: str) -> tuple[Selection, Reply]:
         """One turn: select, answer, record."""
-        sel = self.rag.select(self.session_id, question)
+        sel = self.rag.select(self.session_id, question, k=self.k)
         reply = self.answer(sel)
-        self.rag.record(self.session_id, question, reply.text, selection=sel,
-                        metadata={"answered_by": reply.source})
+        meta = {"answered_by": reply.source, **({"kb": self.kb} if self.kb else {})}
+        said = reply.text if reply.source != "none" else ""  # "no answer" is no topic
+        self.rag.record(self.session_id, question, said, selection=sel, metadata=meta)
         self.last = (sel, reply)
         return sel, reply
 
@@ -205,12 +244,33 @@ class ChatSession:
                     f"{redact_dsn(store.dsn)} ({self.turns} turns); continue it with "
                     f"--session {self.session_id} --store {redact_dsn(store.dsn)}")
         return (f"session {self.session_id!r} is in memory only ({self.turns} turns) and ends "
-                "with this process; pass --store sqlite:///PATH.db to keep it")
+                "with this process; pass --store sqlite:///PATH.db to keep it, or /save FILE")
+
+    def save(self, path: str | os.PathLike[str]) -> str:
+        """Write the conversation to a new Markdown file (an existing file is never
+        overwritten); what was done, in words."""
+        turns = self.rag.history.turns(self.session_id)
+        if not turns:
+            raise ValueError("nothing to save: this session has no turns yet")
+        target = Path(path).expanduser()
+        parts = [f"# dhrag session {self.session_id!r}\n"]
+        for t in turns:
+            sources = ", ".join(p.id or p.title for p in t.passages[:3])
+            parts.append(f"## {t.index + 1}. {t.query}\n\n{t.response}\n\n"
+                         f"*answered by {t.metadata.get('answered_by', '?')}; "
+                         f"sources: {sources or '(none)'}*\n")
+        try:
+            with target.open("x", encoding="utf-8") as f:
+                f.write("\n".join(parts))
+        except FileExistsError:
+            raise FileExistsError(f"{target} exists; /save writes a new file only, so give "
+                                  "another name") from None
+        return f"wrote {_plural(len(turns), 'turn')} of session {self.session_id!r} to {target}"
 
     def trace(self) -> str:
         """The last turn's selection: rewritten query, selected history, context weights."""
         if self.last is None:
-            return "(no turn yet in this process)"
+            return self._stored_trace()
         sel, reply = self.last
         lines = [f"trace of {sel.query!r}", f"  rewritten query: {sel.rewritten_query}"]
         if sel.history:
@@ -233,6 +293,19 @@ class ChatSession:
                 f"{c.source}{turn} [{c.passage.title}] {c.passage.id or ''}"
             )
         lines.append(f"  answered by: {reply.source}")
+        return "\n".join(lines)
+
+    def _stored_trace(self) -> str:
+        """The last stored turn, for a session continued after a restart."""
+        turns = self.rag.history.turns(self.session_id)
+        if not turns:
+            return "(no turn yet in this session)"
+        t = turns[-1]
+        lines = [f"trace of {t.query!r} (turn {t.index + 1}, asked before this start: its "
+                 "weights were not kept; the next question is traced in full)",
+                 "  passages recorded with it:"]
+        lines += [f"    {i:>2}. [{p.title}] {p.id or ''}" for i, p in enumerate(t.passages, 1)]
+        lines.append(f"  answered by: {t.metadata.get('answered_by', '?')}")
         return "\n".join(lines)
 
 
@@ -317,17 +390,38 @@ def _run_line(
         return session.trace()
     if command == "/reset":
         asked = [t.query for t in session.rag.history.turns(session.session_id)]
+        if interactive and asked and not _confirm(
+                f"forget the {_plural(len(asked), 'turn')} of session "
+                f"{session.session_id!r}? [y/N] "):
+            return f"kept session {session.session_id!r}"
         out = f"forgot session {session.session_id!r} ({session.reset()} turns)"
         if interactive:
             forget_lines(asked + typed)
         return out
     if command == "/save":
-        return session.where()
+        name = line.split(maxsplit=1)[1].strip() if len(line.split(maxsplit=1)) > 1 else ""
+        return session.save(name) if name else session.where()
+    if command == "/help":
+        return "\n".join(f"  {name:<13} {what}" for name, what in HELP)
     if command is not None:
-        return f"commands: {COMMANDS}" if command == "/help" else (
-            f"unknown command {command}; commands: {COMMANDS}")
+        return f"unknown command {command}; commands: {COMMANDS} (/help says what they do)"
     _, reply = session.ask(line)
     return render(reply)
+
+
+def _confirm(prompt: str) -> bool:
+    """A y/N answer read on the terminal (kept out of the line-editing history)."""
+    try:
+        answer = input(prompt)
+    except EOFError:
+        return False
+    with contextlib.suppress(ImportError, ValueError):
+        import readline
+
+        n = readline.get_current_history_length()
+        if n and readline.get_history_item(n) == answer:
+            readline.remove_history_item(n - 1)
+    return answer.strip().lower() in ("y", "yes")
 
 
 def chat_loop(
@@ -360,8 +454,9 @@ def add_chat_arguments(parser: argparse.ArgumentParser) -> None:
     """The options of ``dhrag chat``."""
     parser.add_argument("--kb", required=True, type=Path,
                         help="folder of .txt/.md files, or a .jsonl of {id, text, title}")
-    parser.add_argument("--session", default="default", help="conversation name (default: "
-                        "default); the same name continues a stored conversation")
+    parser.add_argument("--session", default=None,
+                        help="conversation name; the same name continues a stored conversation "
+                             "(default: one per knowledge base, named after it)")
     parser.add_argument("--store", default=None,
                         help="history store: sqlite:///PATH.db (PATH relative to the current "
                              "folder; an absolute path takes four slashes: "
@@ -377,8 +472,66 @@ def add_chat_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--timeout", type=float, default=60.0, help="LLM timeout in seconds")
     parser.add_argument("--llm-rewrite", action="store_true",
                         help="rewrite follow-up questions with the LLM too (default: light)")
+    parser.add_argument("--k", type=int, default=None,
+                        help="context passages per turn (default: 10)")
+    parser.add_argument("--min-words", type=int, default=120,
+                        help="passage size of .txt/.md files, lower end in words (default 120)")
+    parser.add_argument("--max-words", type=int, default=200,
+                        help="passage size limit in words (default 200)")
     parser.add_argument("--embedder", choices=("minilm", "hashing"), default="minilm",
                         help=argparse.SUPPRESS)
+
+
+def add_sessions_arguments(parser: argparse.ArgumentParser) -> None:
+    """The options of ``dhrag sessions``."""
+    parser.add_argument("--store", default=None,
+                        help="history store, as for dhrag chat (default: "
+                             "~/.local/share/dhrag/chat.db)")
+    parser.add_argument("--delete", nargs="+", metavar="SESSION", default=[],
+                        help="delete these sessions (their turns and derived state)")
+
+
+def _describe(turns: Sequence[Turn]) -> str:
+    if not turns:
+        return "no turns"
+    last = max(turns, key=lambda t: t.timestamp)
+    when = datetime.fromtimestamp(last.timestamp).strftime("%Y-%m-%d %H:%M")
+    kb = last.metadata.get("kb") or "?"
+    return f"{_plural(len(turns), 'turn')}, last {when}, knowledge base {kb}"
+
+
+def run_sessions(args: argparse.Namespace, stdout: TextIO | None = None) -> int:
+    """The ``dhrag sessions`` command: list the stored sessions, or delete some."""
+    out = sys.stdout if stdout is None else stdout
+    url = _store_url(args.store)
+    shown = _shown_store(url)
+    if url.startswith("sqlite:///") and not Path(url.removeprefix("sqlite:///")).exists():
+        if args.delete:
+            sys.stderr.write(printable(f"dhrag sessions: error: no store at {shown}") + "\n")
+            return 2
+        out.write(printable(f"no sessions: {shown} does not exist yet") + "\n")
+        return 0
+    try:
+        store = open_store(url)
+        try:
+            ids = sorted(store.sessions())
+            missing = [s for s in args.delete if s not in ids]
+            if missing:  # nothing is deleted when one name is wrong
+                raise ValueError(f"no session {missing[0]!r} in {shown}; "
+                                 "'dhrag sessions' lists them")
+            for sid in dict.fromkeys(args.delete):
+                store.delete_session(sid)
+                out.write(printable(f"deleted session {sid!r}") + "\n")
+            if not args.delete:
+                out.write(printable(f"{_plural(len(ids), 'session')} in {shown}") + "\n")
+                for sid in ids:
+                    out.write(printable(f"  {sid}: {_describe(store.load(sid)[0])}") + "\n")
+        finally:
+            store.close()
+    except (OSError, ValueError, TypeError) as exc:
+        sys.stderr.write(printable(f"dhrag sessions: error: {exc}") + "\n")
+        return 2
+    return 0
 
 
 def _store_url(arg: str | None) -> str:
@@ -407,14 +560,23 @@ def run_chat(args: argparse.Namespace, stdin: TextIO | None = None,
     try:
         llm: OpenAICompatibleLLM | None = llm_from_env(args.base_url, args.model, args.api_key,
                                                        timeout=args.timeout)
+        k = None if args.k is None else check_k(args.k)
+        if not 1 <= args.min_words <= args.max_words:
+            raise ValueError(f"need 1 <= --min-words <= --max-words, got {args.min_words} and "
+                             f"{args.max_words}")
+        if not Path(args.kb).expanduser().exists():  # before the model loads
+            raise FileNotFoundError(f"knowledge base path {args.kb} does not exist")
+        session_id = check_session_id(args.session or default_session(args.kb))
         embedder: Embedder = HashingEmbedder() if args.embedder == "hashing" else MiniLMEmbedder()
         store = _store_url(args.store)
         history = HistoryDatabase(embedder=embedder, store=store)
-        earlier = history.size(check_session_id(args.session))  # fails fast on a bad store
-        kb = load_kb(args.kb, embedder)
+        earlier = history.size(session_id)  # fails fast on a bad store
+        warm_up(embedder, "dhrag chat")
+        kb = load_kb(args.kb, embedder, min_words=args.min_words, max_words=args.max_words)
         rewriter = LLMRewriter(llm) if llm is not None and args.llm_rewrite else None
         rag = DHRAG(kb, history=history, rewriter=rewriter)
-        session = ChatSession(rag, args.session, llm=llm, store_url=store)
+        session = ChatSession(rag, session_id, llm=llm, store_url=store, k=k,
+                              kb=str(Path(args.kb).expanduser().resolve()))
     except (OSError, ValueError, TypeError) as exc:
         sys.stderr.write(printable(f"dhrag chat: error: {exc}") + "\n")
         return 2
@@ -422,9 +584,10 @@ def run_chat(args: argparse.Namespace, stdin: TextIO | None = None,
     if llm is None and os.environ.get("OPENAI_BASE_URL"):
         answers += " -- OPENAI_BASE_URL is set but no model: pass --model or set DHRAG_MODEL"
     stdout.write(printable(
-        f"dhrag chat: {len(kb)} passages from {args.kb}; session {args.session!r} "
-        f"({'continuing, ' + str(earlier) + ' earlier turns' if earlier else 'new'}) in "
-        f"{_shown_store(store)}; answers: {answers}\ncommands: {COMMANDS}\n"
+        f"dhrag chat: {len(kb)} passages from {args.kb}; session {session_id!r} "
+        f"({'continuing, ' + _plural(earlier, 'earlier turn') if earlier else 'new'}) in "
+        f"{_shown_store(store)}; answers: {answers}\ncommands: {COMMANDS}  (/help says what "
+        "they do)\n"
     ))
     stdout.flush()
     interactive = stdin.isatty() and stdin is sys.stdin
@@ -441,7 +604,7 @@ def run_chat(args: argparse.Namespace, stdin: TextIO | None = None,
 
 def main(argv: Sequence[str] | None = None) -> int:
     """``python -m dhrag_core.chat``: the chat command alone."""
-    ap = argparse.ArgumentParser(prog="dhrag chat", description=__doc__)
+    ap = argparse.ArgumentParser(prog="dhrag chat", description=CHAT_DESCRIPTION)
     add_chat_arguments(ap)
     return run_chat(ap.parse_args(argv))
 

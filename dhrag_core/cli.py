@@ -1,4 +1,5 @@
-"""The ``dhrag`` command: ``dhrag demo`` runs a scripted multi-turn session offline."""
+"""The ``dhrag`` command: ``demo`` (a scripted session, offline), ``chat`` (over your own files)
+and ``sessions`` (list or delete stored conversations)."""
 
 from __future__ import annotations
 
@@ -7,13 +8,21 @@ import logging
 import sys
 import time
 from collections.abc import Sequence
+from importlib.metadata import PackageNotFoundError, version
 from typing import TextIO
 
 from dhrag_core.answering import ExtractiveAnswerer
-from dhrag_core.chat import add_chat_arguments, run_chat
+from dhrag_core.chat import (
+    CHAT_DESCRIPTION,
+    add_chat_arguments,
+    add_sessions_arguments,
+    run_chat,
+    run_sessions,
+)
 from dhrag_core.demo import DEMO_TURNS, load_demo_kb
 from dhrag_core.embedding import MiniLMEmbedder
 from dhrag_core.engine import DHRAG
+from dhrag_core.ingest import status, warm_up
 from dhrag_core.records import Selection
 from dhrag_core.settings import Settings
 from dhrag_core.store import open_store, redact_dsn
@@ -63,6 +72,7 @@ def run_demo(args: argparse.Namespace) -> int:
         sys.stderr.write(f"dhrag demo: error: {exc}\n")
         return 2
     embedder = MiniLMEmbedder()
+    warm_up(embedder, "dhrag demo")
     kb = load_demo_kb(embedder)
     rag = DHRAG(kb, embedder=embedder, store=store, settings=Settings())
     raw = DHRAG(kb, embedder=embedder, settings=Settings(use_rewrite=False, history_turns=1))
@@ -75,7 +85,7 @@ def run_demo(args: argparse.Namespace) -> int:
     for n, question in enumerate(DEMO_TURNS, 1):
         sel = rag.select(session, question)
         extract = answerer.answer(sel.rewritten_query, sel.passages)
-        answer = extract.text if extract else "(no answer in the context)"
+        answer = extract.text if extract else "(no answer: nothing in the context matches)"
         _print_turn(out, n, sel, answer)
         rag.record(session, question, answer, selection=sel)
         base = raw.select("raw", question)
@@ -92,34 +102,63 @@ def run_demo(args: argparse.Namespace) -> int:
     return 0
 
 
+def _version() -> str:
+    try:
+        return version("dhrag")
+    except PackageNotFoundError:  # pragma: no cover - running from a source tree only
+        return "unknown (not installed)"
+
+
+def _verbose(parser: argparse.ArgumentParser) -> None:
+    # SUPPRESS: "dhrag -v chat" keeps its value when the subcommand has no -v of its own
+    parser.add_argument("-v", "--verbose", action="store_true", default=argparse.SUPPRESS,
+                        help="log progress to stderr")
+
+
 def build_parser() -> argparse.ArgumentParser:
     ap = argparse.ArgumentParser(prog="dhrag", description="DH-RAG conversational memory")
     ap.add_argument("-v", "--verbose", action="store_true", help="log progress to stderr")
+    ap.add_argument("--version", action="version", version=f"dhrag {_version()}")
     sub = ap.add_subparsers(dest="command", required=True)
-    demo = sub.add_parser("demo", help="run a scripted multi-turn session offline")
+    demo = sub.add_parser("demo", help="run a scripted multi-turn session offline",
+                          description="A scripted eight-turn conversation over the shipped "
+                                      "Wikipedia passages, offline: what DH-RAG selects each "
+                                      "turn, against the raw question alone.")
+    _verbose(demo)
     demo.add_argument("--store", default="memory",
                       help="history store: memory (default), sqlite:///path.db (relative; "
                            "sqlite:////abs/path.db for an absolute path) or "
                            "postgresql://user:password@host:port/db")
     demo.set_defaults(func=run_demo)
-    chat = sub.add_parser("chat", help="chat with DH-RAG over your own files (LLM optional)")
+    chat = sub.add_parser("chat", help="chat with DH-RAG over your own files (LLM optional)",
+                          description=CHAT_DESCRIPTION)
+    _verbose(chat)
     add_chat_arguments(chat)
     chat.set_defaults(func=run_chat)
+    sessions = sub.add_parser("sessions", help="list or delete stored chat sessions",
+                              description="List the conversations in a history store (turns, "
+                                          "last activity, knowledge base), or delete some.")
+    _verbose(sessions)
+    add_sessions_arguments(sessions)
+    sessions.set_defaults(func=run_sessions)
     return ap
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING)
-    if not args.verbose:
-        try:
-            from transformers.utils import logging as hf_logging
+    try:
+        if not args.verbose and args.command != "sessions":  # no model: no transformers
+            try:
+                from transformers.utils import logging as hf_logging
 
-            hf_logging.disable_progress_bar()  # type: ignore[no-untyped-call]
-        except ImportError:  # pragma: no cover - transformers comes with sentence-transformers
-            pass
-    return int(args.func(args))
-
+                hf_logging.disable_progress_bar()  # type: ignore[no-untyped-call]
+            except ImportError:  # pragma: no cover - transformers comes with sentence-transformers
+                pass
+        return int(args.func(args))
+    except KeyboardInterrupt:  # Ctrl-C, also while torch or the model loads: no traceback
+        status(f"dhrag {args.command}", "interrupted")
+        return 130
 
 if __name__ == "__main__":
     sys.exit(main())

@@ -199,6 +199,11 @@ class MiniLMEmbedder:
     def model_path(self) -> Path:
         return self._path if self._path is not None else _bundled_model_path()
 
+    @property
+    def loaded(self) -> bool:
+        """Whether the model is in memory (it loads on the first ``encode``)."""
+        return self._model is not None
+
     def _load(self) -> Any:
         with self._lock:
             if self._model is not None:

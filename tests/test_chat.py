@@ -18,7 +18,7 @@ import numpy as np
 import pytest
 
 from dhrag_core import HashingEmbedder
-from dhrag_core.chat import add_chat_arguments, run_chat
+from dhrag_core.chat import add_chat_arguments, default_session, run_chat
 from dhrag_core.cli import build_parser
 from dhrag_core.ingest import embed_cached, load_kb, load_passages, split_passages
 
@@ -53,8 +53,9 @@ def kb(tmp_path: Path) -> Path:
 
 
 def chat(tmp_path: Path, kb: Path, stdin: str, *args: str, store: bool = True,
-         env: dict[str, str] | None = None, code: int = 0) -> str:
-    """Run ``dhrag chat`` in a fresh process; its stdout (stderr on a non-zero exit)."""
+         env: dict[str, str] | None = None, code: int = 0, stderr: bool = False) -> str:
+    """Run ``dhrag chat`` in a fresh process; its stdout (stderr on a non-zero exit; stderr
+    then stdout with ``stderr=True``)."""
     base = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "HOME": str(tmp_path / "home"),
             "DHRAG_CACHE": str(tmp_path / "cache"), "XDG_DATA_HOME": str(tmp_path / "data"),
             "HF_HUB_OFFLINE": "1"}
@@ -66,6 +67,8 @@ def chat(tmp_path: Path, kb: Path, stdin: str, *args: str, store: bool = True,
     proc = subprocess.run(cmd, input=stdin, capture_output=True, text=True, timeout=120,
                           env={**base, **(env or {})}, cwd=REPO)
     assert proc.returncode == code, proc.stderr + proc.stdout
+    if stderr:
+        return proc.stderr + proc.stdout
     return proc.stdout if code == 0 else proc.stderr
 
 
@@ -168,8 +171,8 @@ def test_kb_vectors_are_cached_by_texts_and_model(kb: Path, tmp_path: Path) -> N
     emb = CountingEmbedder()
     first = load_kb(kb, emb, cache_dir=cache, progress=False)
     assert emb.encoded == 3 and len(first) == 3
-    files = list(cache.glob("*.npy"))
-    assert len(files) == 1 and re.fullmatch(r"[0-9a-f]{40}\.npy", files[0].name)
+    files = list(cache.glob("*.npy"))  # one per file of the folder
+    assert len(files) == 3 and all(re.fullmatch(r"[0-9a-f]{40}\.npy", f.name) for f in files)
     again = CountingEmbedder()
     second = load_kb(kb, again, cache_dir=cache, progress=False)
     assert again.encoded == 0  # read from the cache
@@ -177,16 +180,59 @@ def test_kb_vectors_are_cached_by_texts_and_model(kb: Path, tmp_path: Path) -> N
     assert second.search("How long is the Great Wall?", 1)[0].id == "great_wall.md#0"
     other = CountingEmbedder(dimension=32)  # another model: another key
     load_kb(kb, other, cache_dir=cache, progress=False)
-    assert other.encoded == 3 and len(list(cache.glob("*.npy"))) == 2
-    (kb / "berlin2.txt").write_text("The Berlin Wall was 155 km long.")  # other texts
+    assert other.encoded == 3 and len(list(cache.glob("*.npy"))) == 6
+    (kb / "berlin2.txt").write_text("The Berlin Wall was 155 km long.")  # a new file
     changed = CountingEmbedder()
     load_kb(kb, changed, cache_dir=cache, progress=False)
-    assert changed.encoded == 4
+    assert changed.encoded == 1  # only the new file
     files[0].write_bytes(b"not an npy file")  # a broken cache is rebuilt
     broken = CountingEmbedder()
     load_kb(kb / "great_wall.md", broken, cache_dir=cache, progress=False)
     vec = embed_cached(["a", "b"], broken, cache_dir=cache, progress=True)
     assert vec.shape == (2, 64) and vec.dtype == np.float32
+
+
+def test_kb_update_embeds_only_changed_files_and_prunes_stale_vectors(tmp_path: Path) -> None:
+    """The demo's 251 passages as a folder of files: adding one file embeds that file's
+    passages only; changing or removing a file deletes the vectors cached for its old text."""
+    rows = [json.loads(line) for line in (REPO / "dhrag_core/data/demo_kb.jsonl").open()]
+    root = tmp_path / "kb"
+    root.mkdir()
+    by_title: dict[str, list[str]] = {}
+    for r in rows:
+        by_title.setdefault(r["title"], []).append(r["text"])
+    for n, texts in enumerate(by_title.values()):
+        (root / f"doc{n:03}.txt").write_text("\n\n".join(texts))
+    cache = tmp_path / "cache"
+    first = CountingEmbedder()
+    kb0 = load_kb(root, first, cache_dir=cache, progress=False)
+    assert first.encoded == len(kb0) >= 250
+    npy = set(cache.glob("*.npy"))
+    assert len(npy) == len(by_title)
+    (root / "new.md").write_text("# Tea\n\nGreen tea is steamed soon after picking.\n\n"
+                                 "Black tea is oxidised before it is dried.")
+    added = CountingEmbedder()
+    kb1 = load_kb(root, added, cache_dir=cache, progress=False)
+    assert added.encoded == 1 and len(kb1) == len(kb0) + 1  # the new file's one passage
+    assert np.array_equal(kb1.vectors[: len(kb0)], kb0.vectors)  # "new.md" sorts last
+    assert kb1.search("How is green tea made?", 1)[0].id == "new.md#0"
+    # change one file, remove another: their old vectors are pruned, the rest kept
+    (root / "doc000.txt").write_text("Entirely new text about lighthouses and their keepers.")
+    (root / "doc001.txt").unlink()
+    edited = CountingEmbedder()
+    kb2 = load_kb(root, edited, cache_dir=cache, progress=False)
+    assert edited.encoded == 1 and len(kb2) < len(kb1)
+    now = set(cache.glob("*.npy"))
+    assert len(now) == len(by_title) + 1 - 1 and len(npy - now) == 2
+    assert len(list(cache.glob("*.sha256"))) == len(now)
+    # another knowledge base in the same cache folder is left alone
+    single = tmp_path / "single.txt"
+    single.write_text("One file, one passage.")
+    load_kb(single, CountingEmbedder(), cache_dir=cache, progress=False)
+    assert now < set(cache.glob("*.npy"))
+    again = CountingEmbedder()
+    assert np.array_equal(load_kb(root, again, cache_dir=cache, progress=False).vectors,
+                          kb2.vectors) and again.encoded == 0
 
 
 def test_a_damaged_cache_of_the_right_shape_is_not_used(tmp_path: Path) -> None:
@@ -261,7 +307,9 @@ def test_passages_the_kb_accepts_are_recorded_without_losing_the_turn(tmp_path: 
 def test_chat_answers_traces_persists_and_resets(tmp_path: Path, kb: Path) -> None:
     out = chat(tmp_path, kb, "What is the Great Wall built out of?\nHow long is it?\n/trace\n"
                "/save\n/bogus\n")
-    assert "session 'default' (new)" in out and "answers: extracts (no LLM)" in out
+    sid = default_session(kb)
+    assert re.fullmatch(r"kb-[0-9a-f]{8}", sid)
+    assert f"session '{sid}' (new)" in out and "answers: extracts (no LLM)" in out
     first = block(out, "dhrag> ")
     assert "(extract, no LLM)" in first and "source: [great_wall.md] great_wall.md#0" in first
     assert "built" in first.split("\n")[0]
@@ -275,25 +323,33 @@ def test_chat_answers_traces_persists_and_resets(tmp_path: Path, kb: Path) -> No
 
     # a new process continues the conversation from the SQLite store
     out = chat(tmp_path, kb, "Who ordered its construction?\n/trace\n")
-    assert "session 'default' (continuing, 2 earlier turns)" in out
+    assert f"session '{sid}' (continuing, 2 earlier turns)" in out
     trace = block(out, "trace of 'Who ordered its construction?'")
     assert "How long is it?" in trace and "selected history:\n    turn 2" in trace
     assert "rewritten query: Who ordered the Great Wall's construction?" in trace
 
     # /reset forgets; the next process starts anew
     out = chat(tmp_path, kb, "/reset\nWho ordered its construction?\n/trace\n/quit\nignored\n")
-    assert "forgot session 'default' (3 turns)" in out
+    assert f"forgot session '{sid}' (3 turns)" in out
     assert "selected history: (none)" in block(out, "trace of")
     assert "ignored" not in out
     out = chat(tmp_path, kb, "/trace\n")
-    assert "(continuing, 1 earlier turns)" in out and "(no turn yet in this process)" in out
+    assert "(continuing, 1 earlier turn)" in out
+    # /trace after a restart shows the last stored turn, not "no turn yet"
+    trace = block(out, "trace of")
+    assert "trace of 'Who ordered its construction?' (turn 1, asked before this start" in trace
+    assert "[great_wall.md] great_wall.md#0" in trace
+    assert "answered by: none" in trace  # the files do not say who ordered it: no answer
     # another session name is another conversation
     assert "session 'bob' (new)" in chat(tmp_path, kb, "", "--session", "bob")
 
 
 def test_chat_default_store_and_errors(tmp_path: Path, kb: Path) -> None:
-    out = chat(tmp_path, kb, "Where do guinea pigs sleep?\n", store=False)
+    out = chat(tmp_path, kb, "Where do guinea pigs sleep?\n", store=False, stderr=True)
     assert (tmp_path / "data" / "dhrag" / "chat.db").is_file()
+    # no terminal for a progress bar: one line says what is embedded
+    assert out.startswith("dhrag: embedding 3 of 3 passages (3 new or changed files; cached "
+                          "for the next start) ...\n")
     assert "[guinea_pigs.txt]" in out
     assert list((tmp_path / "cache" / "kb").glob("*.npy"))  # vectors cached under DHRAG_CACHE
     err = chat(tmp_path, tmp_path / "nope", "", code=2)
@@ -538,7 +594,7 @@ def test_reset_forgets_the_typed_questions_in_the_line_history(tmp_path: Path, k
                 *store)
     assert "zebra" in history.read_text()
     interactive(tmp_path, kb, [(b"How long is the Great Wall okapi?", b"dhrag>"),
-                               (b"/reset", b"forgot session")], *store)
+                               (b"/reset", b"[y/N] "), (b"y", b"forgot session")], *store)
     text = history.read_text()
     assert "zebra" not in text and "okapi" not in text
 
@@ -597,7 +653,8 @@ def test_store_urls_are_printed_as_they_can_be_pasted_back(
     text = out.getvalue()
     path = tmp_path / "rel" / "x.db"
     assert path.is_file() and f"in SQLite file {path};" in text
-    url = re.search(r"--store (\S+)", text.split("session 'default' is saved", 1)[1])
+    saved = text.split(f"session '{default_session(kb)}' is saved", 1)[1]
+    url = re.search(r"--store (\S+)", saved)
     assert url is not None and url.group(1) == f"sqlite:///{path}"  # sqlite:////tmp/...
     monkeypatch.chdir(REPO)
     store = open_store(url.group(1))
@@ -610,3 +667,91 @@ def test_store_urls_are_printed_as_they_can_be_pasted_back(
     with contextlib.redirect_stdout(help_text), pytest.raises(SystemExit):
         build_parser().parse_args(["chat", "--help"])
     assert "four slashes" in " ".join(help_text.getvalue().split())
+
+
+# -- first contact (issue 22) ---------------------------------------------------------------
+
+
+def test_each_knowledge_base_has_its_own_default_session(tmp_path: Path, kb: Path) -> None:
+    """A chat over another KB with the same store does not continue the first KB's session."""
+    other = tmp_path / "other.jsonl"
+    other.write_text(json.dumps({"id": "p1", "title": "Tea",
+                                 "text": "Green tea is steamed or pan-fired soon after "
+                                         "picking."}) + "\n")
+    chat(tmp_path, kb, "What is the Great Wall built out of?\nHow long is it?\n")
+    out = chat(tmp_path, other, "How is it made?\n/trace\n")
+    assert f"session '{default_session(other)}' (new)" in out
+    assert default_session(other) != default_session(kb)
+    trace = block(out, "trace of")
+    assert "selected history: (none)" in trace and "great_wall" not in trace
+    # the first KB's conversation is still there, under its own name
+    assert f"session '{default_session(kb)}' (continuing, 2 earlier turns)" in chat(
+        tmp_path, kb, "")
+    # the same folder by another path is the same knowledge base
+    assert default_session(kb / ".." / "kb") == default_session(kb)
+
+
+def test_chat_k_and_passage_size_flags(tmp_path: Path, kb: Path) -> None:
+    out = chat(tmp_path, kb, "What is the Great Wall built out of?\n/trace\n", "--k", "2")
+    context = block(out, "trace of").split("context:")[1]
+    assert re.findall(r"^ +(\d+)\. weight=", context, re.M) == ["1", "2"]
+    small = chat(tmp_path, kb, "", "--min-words", "5", "--max-words", "20", store=False)
+    found = re.search(r"dhrag chat: (\d+) passages", small)
+    assert found is not None and int(found.group(1)) > 3
+    assert "dhrag chat: 3 passages" in chat(tmp_path, kb, "", store=False)
+    err = chat(tmp_path, kb, "", "--min-words", "50", "--max-words", "10", code=2)
+    assert "need 1 <= --min-words <= --max-words, got 50 and 10" in err
+    assert "k must be >= 1, got 0" in chat(tmp_path, kb, "", "--k", "0", code=2)
+
+
+def test_save_writes_the_conversation_and_never_overwrites(tmp_path: Path, kb: Path) -> None:
+    target = tmp_path / "talk.md"
+    out = chat(tmp_path, kb, f"/save {target}\nWhere do guinea pigs sleep?\n/save {target}\n"
+               f"/save {target}\n")
+    assert "error: nothing to save: this session has no turns yet" in out
+    assert f"wrote 1 turn of session '{default_session(kb)}' to {target}" in out
+    assert f"error: {target} exists; /save writes a new file only" in out
+    text = target.read_text()
+    assert text.startswith(f"# dhrag session '{default_session(kb)}'")
+    assert "## 1. Where do guinea pigs sleep?\n\nIn the wild they live on grassy plains and " \
+        "sleep in burrows" in text
+    assert "answered by extract; sources: guinea_pigs.txt#0" in text
+
+
+def test_help_says_what_each_command_does(tmp_path: Path, kb: Path) -> None:
+    out = chat(tmp_path, kb, "/help\n/nope\n")
+    for command in ("/trace", "/save [FILE]", "/reset", "/help", "/quit"):
+        line = next(x for x in out.splitlines() if x.strip().startswith(command + " "))
+        assert len(line.split(None, len(command.split()))[-1]) > 5, line  # a description
+    assert "unknown command /nope; commands: " in out and "/help says what they do" in out
+
+
+def test_reset_asks_first_on_a_terminal(tmp_path: Path, kb: Path) -> None:
+    store = ["--store", f"sqlite:///{tmp_path / 'chat.db'}"]
+    seen = interactive(tmp_path, kb, [(b"Where do guinea pigs sleep?", b"[guinea_pigs.txt]"),
+                                      (b"/reset", b"[y/N] "), (b"n", b"kept session"),
+                                      (b"/save", b"(1 turns)")], *store)
+    assert b"forget the 1 turn of session" in seen and b"forgot" not in seen
+    history = (tmp_path / "data" / "dhrag" / "chat_history").read_text()
+    assert "\nn\n" not in f"\n{history}\n"  # the answer is not line-editing history
+    seen = interactive(tmp_path, kb, [(b"/reset", b"[y/N] "), (b"yes", b"forgot session")],
+                       *store)
+    assert b"(1 turns)" in seen
+
+
+@pytest.mark.model
+def test_first_contact_on_a_terminal_with_minilm(tmp_path: Path, kb: Path) -> None:
+    """The model load is announced before the banner; the first question after a restart
+    answers at once (the model is loaded during start-up, with that message)."""
+    store = ["--store", f"sqlite:///{tmp_path / 'chat.db'}", "--embedder", "minilm"]
+    seen = interactive(tmp_path, kb, [(b"How long is the Great Wall?", b"21,196")], *store)
+    text = seen.decode()
+    loading = text.index("dhrag chat: loading the embedding model all-MiniLM-L6-v2")
+    assert loading < text.index("passages from") < text.index("21,196")
+    import time
+
+    t0 = time.monotonic()
+    seen = interactive(tmp_path, kb, [(b"/trace", b"asked before this start"),
+                                      (b"Who built it?", b"dhrag>")], *store)
+    assert b"loading the embedding model" in seen and b"Traceback" not in seen
+    assert time.monotonic() - t0 < 60
