@@ -8,7 +8,7 @@ of the knowledge base and of those turns) to the system message; after the run i
 the turn. The agent runs without a checkpointer: each call sends only the new message, and
 the history lives in the DH-RAG database (here SQLite, so it survives a restart).
 
-The knowledge base is dhrag's own ``FaissKnowledgeBase`` of the 227 demo passages with their
+The knowledge base is dhrag's own ``FaissKnowledgeBase`` of the 251 demo passages with their
 shipped MiniLM vectors. The chat model is scripted (it calls a tool once); to use a real
 OpenAI-compatible model, install ``langchain-openai`` and set ``OPENAI_API_KEY`` (and
 ``OPENAI_BASE_URL``, ``DHRAG_MODEL`` as needed).

@@ -2,7 +2,7 @@
 
     python examples/langchain_lcel_chain.py
 
-The knowledge base is a LangChain ``InMemoryVectorStore`` of the 227 demo passages (real
+The knowledge base is a LangChain ``InMemoryVectorStore`` of the 251 demo passages (real
 Wikipedia text), embedded by DH-RAG's offline all-MiniLM-L6-v2 through ``DHRAGEmbeddings``.
 ``DHRAGRetriever`` searches the store by vector, with the question moved toward the history
 turns DH-RAG selects, so an elliptical follow-up ("How long is it?") retrieves passages about
@@ -85,7 +85,7 @@ def build_store(embedder: MiniLMEmbedder) -> InMemoryVectorStore:
     """The demo passages in a LangChain vector store embedded by DH-RAG's MiniLM.
 
     The demo ships MiniLM vectors of its passages; ``preload`` lets the store reuse them
-    instead of encoding 227 passages (~20 s on a 2-core CPU). Any other corpus: just
+    instead of encoding 251 passages (~20 s on a 2-core CPU). Any other corpus: just
     ``store.add_documents(...)``.
     """
     kb = load_demo_kb(embedder)

@@ -1,7 +1,9 @@
-"""What a newcomer meets first: missing benchmark data is one line and exit 2."""
+"""What a newcomer meets first: missing benchmark data is one line and exit 2; the docs
+agree with the shipped demo."""
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import pytest
@@ -52,3 +54,12 @@ def test_rewriter_benchmark_without_canard(
     assert rc == 2 and err.count("\n") == 1, err
     assert "github.com/aagohary/canard" in err and "--data" in err
     assert not (tmp_path / "out").exists()
+
+
+def test_every_demo_passage_count_in_the_docs_is_the_real_one() -> None:
+    root = Path(__file__).resolve().parents[1]
+    real = len((root / "dhrag_core" / "data" / "demo_kb.jsonl").read_text("utf-8").splitlines())
+    files = [root / "README.md", *sorted((root / "examples").glob("*.py"))]
+    said = {(f.name, int(n)) for f in files for n in re.findall(
+        r"\b(\d+) (?:demo passages|passages of real Wikipedia)", f.read_text("utf-8"))}
+    assert said and all(n == real for _, n in said), (real, said)

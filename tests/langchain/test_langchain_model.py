@@ -19,7 +19,7 @@ def test_minilm_conversation_through_a_langchain_vector_store() -> None:
     embeddings = DHRAGEmbeddings(embedder)
     docs = demo_documents()
     # the demo ships MiniLM vectors of its passages: check a few against the model, then
-    # let the store reuse them instead of encoding 227 passages on a small CPU
+    # let the store reuse them instead of encoding 251 passages on a small CPU
     kb = load_demo_kb(embedder)
     fresh = embedder.encode([p.text for p in kb.passages[:3]])
     np.testing.assert_allclose(fresh, kb.vectors[:3], atol=2e-3)
