@@ -31,6 +31,7 @@ from llama_index.core.chat_engine.types import (
 from llama_index.core.llms.llm import LLM
 from llama_index.core.prompts import PromptTemplate
 from llama_index.core.schema import NodeWithScore
+from llama_index.core.settings import Settings as LlamaSettings
 from llama_index.core.tools import ToolOutput
 
 from dhrag_core import DHRAG, Embedder, QueryRewriter, Selection, Settings
@@ -70,6 +71,18 @@ def _check_llm(llm: Any) -> LLM:
     return llm
 
 
+def _configured_llm() -> LLM:
+    """LlamaIndex's ``Settings.llm``, or a ``ValueError`` saying how to give one."""
+    try:
+        llm = LlamaSettings.llm
+    except Exception as exc:  # LlamaIndex's default (OpenAI) could not be loaded
+        raise ValueError(
+            "no llm: pass llm=... or set llama_index.core.Settings.llm "
+            f"(LlamaIndex's default LLM is not available: {exc})"
+        ) from exc
+    return _check_llm(llm)
+
+
 class DHRAGChatEngine(BaseChatEngine):
     """Multi-turn RAG chat engine with DH-RAG's dynamic history database as memory.
 
@@ -89,7 +102,8 @@ class DHRAGChatEngine(BaseChatEngine):
 
     Args:
         rag: The DH-RAG pipeline (see ``from_defaults`` to build one over a retriever).
-        llm: The LlamaIndex LLM that answers (never taken from ``Settings.llm``).
+        llm: The LlamaIndex LLM that answers (``from_defaults`` falls back to LlamaIndex's
+            ``Settings.llm``).
         session_id: Default conversation id (default: none; each call must name one).
         system_prompt: Prepended to the context prompt.
         context_prompt: Template with ``{context_str}``; may also use ``{query}`` (the raw
@@ -141,7 +155,7 @@ class DHRAGChatEngine(BaseChatEngine):
     def from_defaults(
         cls,
         retriever: BaseRetriever,
-        llm: LLM,
+        llm: LLM | None = None,
         *,
         embedder: Embedder | BaseEmbedding | None = None,
         store: HistoryStore | str | None = None,
@@ -159,7 +173,8 @@ class DHRAGChatEngine(BaseChatEngine):
         Args:
             retriever: The static knowledge base, e.g. ``index.as_retriever(
                 similarity_top_k=20)`` (give it at least ``Settings.kb_k`` results).
-            llm: The LLM that answers (and rewrites, with ``rewriter="llm"``).
+            llm: The LLM that answers (and rewrites, with ``rewriter="llm"``); default:
+                LlamaIndex's ``Settings.llm`` (a ``ValueError`` if none can be had).
             embedder: dhrag embedder or LlamaIndex ``BaseEmbedding`` for the history and the
                 integration step; default: the vector index's own embedding model (the index
                 is then searched by vector), else the offline MiniLM, loaded on first use.
@@ -180,7 +195,7 @@ class DHRAGChatEngine(BaseChatEngine):
             ...     index.as_retriever(similarity_top_k=20), llm, rewriter="llm",
             ...     store="sqlite:///history.db")
         """
-        llm = _check_llm(llm)
+        llm = _configured_llm() if llm is None else _check_llm(llm)
         if session_id is not None:
             check_session_id(session_id)
         rag = build_dhrag(retriever, embedder=embedder, store=store, settings=settings,
@@ -263,7 +278,7 @@ class DHRAGChatEngine(BaseChatEngine):
     ) -> tuple[list[ToolOutput], list[NodeWithScore], dict[str, Any]]:
         trace = selection_trace(selection)
         lines = [f"rewritten query: {selection.rewritten_query}"]
-        lines += [f"history turn {h['turn']} (weight {h['weight']:.3f}): {h['query']}"
+        lines += [f"history turn {h['turn'] + 1} (weight {h['weight']:.3f}): {h['query']}"
                   for h in trace["history"]]
         tool = ToolOutput(
             tool_name=TOOL_NAME, content="\n".join(lines),

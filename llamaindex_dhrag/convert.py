@@ -41,6 +41,8 @@ def _history_row(s: SelectedTurn) -> dict[str, Any]:
 def selection_trace(selection: Selection) -> dict[str, Any]:
     """Why this context: the query, its rewrite, the selected history and the context items.
 
+    ``"turn"`` is the record's ``Turn.index`` (from 0); text for people and LLMs adds 1.
+
     Example:
         >>> trace = selection_trace(rag.select("alice", "How long is it?"))  # doctest: +SKIP
         >>> trace["rewritten_query"], [h["weight"] for h in trace["history"]]  # doctest: +SKIP
@@ -92,11 +94,12 @@ def selection_to_nodes(selection: Selection) -> list[NodeWithScore]:
 
 
 def format_context(selection: Selection) -> str:
-    """The context items as numbered blocks for a prompt: ``[1] title (source, weight)``."""
+    """The context items as numbered blocks for a prompt: ``[1] title (source, weight)``;
+    turns are counted from 1, as in ``dhrag chat``'s ``/trace``."""
     blocks = []
     for i, item in enumerate(selection.context, 1):
         origin = ("knowledge base" if item.source == "kb"
-                  else f"shown at turn {item.turn.index}" if item.turn is not None
+                  else f"shown at turn {item.turn.index + 1}" if item.turn is not None
                   else item.source)
         title = f" {item.passage.title}" if item.passage.title else ""
         blocks.append(f"[{i}]{title} ({origin}, weight {item.weight:.3f})\n{item.passage.text}")

@@ -109,10 +109,11 @@ class DHRAGMemoryBlock(BaseMemoryBlock[str]):
         return check_session_id(given)
 
     def format_turns(self, selected: list[SelectedTurn]) -> str:
-        """The selected turns as text, best first, each with its turn number and weight."""
+        """The selected turns as text, best first, each with its turn number (from 1) and
+        weight."""
         lines = [self.header]
         for s in selected:
-            lines.append(f"- turn {s.turn.index} (weight {s.weight:.2f}) User: {s.turn.query}")
+            lines.append(f"- turn {s.turn.index + 1} (weight {s.weight:.2f}) User: {s.turn.query}")
             if s.turn.response:
                 lines.append(f"  Assistant: {s.turn.response[: self.max_response_chars]}")
         return "\n".join(lines)

@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from llama_index.core import Settings as LlamaSettings
 from llama_index.core.base.llms.types import ChatMessage, MessageRole
 from llama_index.core.chat_engine.types import AgentChatResponse, BaseChatEngine
 from llama_index.core.schema import MetadataMode
@@ -219,3 +220,35 @@ def test_condense_plus_context_without_condensing_misses_what_dhrag_finds(
     engine.chat(WALL)
     follow = engine.chat("How long is it?")
     assert _ids(follow)[0] == "wall-length" and "21,196 km" in follow.response
+
+
+def test_prompt_and_trace_text_count_turns_from_1(make_engine: Make, llm: Any) -> None:
+    engine = make_engine(settings=Settings(history_bonus=0.1))  # history passages win ties
+    engine.chat(WALL)
+    reply = engine.chat("How long is it?")
+    # the first turn is turn 1 in what the LLM reads and in the trace text, as in /trace
+    assert "shown at turn 1," in llm.prompts[-1] and "turn 0" not in llm.prompts[-1]
+    assert "history turn 1 (weight" in reply.sources[0].content
+    assert reply.sources[0].raw_output["history"][0]["turn"] == 0  # the record's Turn.index
+
+
+def test_from_defaults_falls_back_to_llamaindex_settings_llm(
+    index: Any, llm: Any, hashing: Any
+) -> None:
+    LlamaSettings.llm = llm  # restored by the autouse fixture
+    engine = DHRAGChatEngine.from_defaults(index.as_retriever(similarity_top_k=5),
+                                           embedder=hashing, search="text", session_id="s")
+    assert engine.llm is llm
+    assert "stone, brick" in engine.chat(WALL).response
+
+
+def test_from_defaults_without_any_llm_says_how_to_give_one(
+    index: Any, hashing: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    def no_default(self: Any) -> None:
+        raise ImportError("llama-index-llms-openai is not installed")
+
+    monkeypatch.setattr(type(LlamaSettings), "llm", property(no_default))
+    with pytest.raises(ValueError, match=r"no llm: pass llm=\.\.\. or set llama_index\.core\."
+                                         r"Settings\.llm \(.*not installed"):
+        DHRAGChatEngine.from_defaults(index.as_retriever(), embedder=hashing)

@@ -48,7 +48,7 @@ async def test_memory_flushes_turns_into_dhrag_and_reads_the_relevant_ones(
     text = system.content or ""
     assert "<dhrag_history>" in text
     first_turn = text.split("- turn ")[1]
-    assert first_turn.startswith("0 (weight ")  # the Great Wall turn is selected first
+    assert first_turn.startswith("1 (weight ")  # the Great Wall turn (counted from 1) first
     assert "Stone, brick, tamped earth and wood." in first_turn
 
 
