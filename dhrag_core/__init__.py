@@ -24,7 +24,7 @@ from dhrag_core.records import (
     Turn,
 )
 from dhrag_core.rewriting import LightRewriter, QueryRewriter, Rewrite
-from dhrag_core.settings import Settings
+from dhrag_core.settings import DHRAGSettings, Settings
 from dhrag_core.store import (
     CorruptStoreError,
     HistoryStore,
@@ -46,6 +46,7 @@ __all__ = [
     "Candidate",
     "ContextItem",
     "CorruptStoreError",
+    "DHRAGSettings",
     "Embedder",
     "ExtractiveSummariser",
     "FaissKnowledgeBase",

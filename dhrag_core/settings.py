@@ -6,7 +6,7 @@ import math
 from dataclasses import dataclass, fields, replace
 from typing import Any
 
-__all__ = ["Settings"]
+__all__ = ["DHRAGSettings", "Settings"]
 
 
 def _check_range(name: str, value: Any, low: float, high: float, *, integer: bool = False) -> None:
@@ -170,3 +170,7 @@ class Settings:
         if unknown:
             raise TypeError(f"unknown setting(s) {unknown}; valid: {sorted(known)}")
         return replace(self, **changes)
+
+
+#: ``Settings`` under a name that does not clash with LlamaIndex's ``Settings`` in user code.
+DHRAGSettings = Settings

@@ -21,6 +21,11 @@ def test_core_all_is_pinned() -> None:
         assert hasattr(dhrag_core, name), name
 
 
+def test_settings_have_a_name_beside_llamaindex_settings() -> None:
+    assert dhrag_core.DHRAGSettings is dhrag_core.Settings
+    assert "DHRAGSettings" in dhrag_core.__all__
+
+
 def test_import_loads_no_model_and_no_framework() -> None:
     code = (
         "import sys, dhrag_core\n"
