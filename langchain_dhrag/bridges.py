@@ -31,6 +31,7 @@ from langchain_core.vectorstores import VectorStore, VectorStoreRetriever
 
 from dhrag_core import (
     Embedder,
+    FaissKnowledgeBase,
     KnowledgeBase,
     LLMRewriter,
     Passage,
@@ -280,11 +281,16 @@ def knowledge_and_embedder(
     Any other source, or another ``embedder``, gets the text path
     (``LangChainKnowledgeBase``: the rewritten query as text). ``search="text"`` asks for
     the text path, ``"vector"`` raises where it is impossible. A dhrag ``KnowledgeBase`` is
-    used as it is.
+    used as it is; a list of texts, ``Passage``s or ``Document``s becomes a
+    ``FaissKnowledgeBase`` embedded by ``embedder`` (default: offline MiniLM).
     """
     if search not in ("auto", "vector", "text"):
         raise ValueError(f'search must be "auto", "vector" or "text", got {search!r}')
     emb = as_embedder(embedder)
+    passages = _passage_list(knowledge)
+    if passages is not None:
+        kb = FaissKnowledgeBase(passages, emb)
+        return kb, kb.embedder
     if not isinstance(knowledge, (BaseRetriever, VectorStore)):
         return as_knowledge_base(knowledge, emb), emb
     own = source_embeddings(knowledge)
@@ -301,6 +307,25 @@ def knowledge_and_embedder(
             "embeddings (leave embedder unset)"
         )
     return LangChainKnowledgeBase(knowledge, embedder=emb), emb
+
+
+def _passage_list(knowledge: Any) -> list[Passage | str] | None:
+    """A list/tuple of texts, ``Passage``s or ``Document``s as passages; None otherwise."""
+    if isinstance(knowledge, str):
+        raise TypeError("knowledge must be a list of texts, not one str; wrap it: [text]")
+    if not isinstance(knowledge, (list, tuple)):
+        return None
+    out: list[Passage | str] = []
+    for i, item in enumerate(knowledge):
+        if isinstance(item, Document):
+            out.append(document_to_passage(item))
+        elif isinstance(item, (str, Passage)):
+            out.append(item)
+        else:
+            raise TypeError(
+                f"knowledge[{i}] must be a str, Passage or Document, got {type(item).__name__}"
+            )
+    return out
 
 
 def as_knowledge_base(knowledge: Any, embedder: Embedder | None = None) -> KnowledgeBase:

@@ -84,7 +84,8 @@ class DHRAGRetriever(BaseRetriever):
         Args:
             knowledge: A LangChain ``VectorStore`` (searched by vector) or ``BaseRetriever``
                 (by text; a vector store's similarity/MMR retriever by vector), or a dhrag
-                ``KnowledgeBase`` such as ``FaissKnowledgeBase``.
+                ``KnowledgeBase`` such as ``FaissKnowledgeBase``, or a list of texts,
+                ``Passage``s or ``Document``s (indexed in a ``FaissKnowledgeBase``).
             embedder: dhrag ``Embedder`` or LangChain ``Embeddings`` for queries and history
                 (default: the vector store's own embeddings, so no second model is loaded;
                 for a source without embeddings, offline MiniLM, loaded on first use). A

@@ -28,7 +28,7 @@ from lc_support import (
 )
 from pydantic import ValidationError
 
-from dhrag_core import DHRAG, FaissKnowledgeBase, HashingEmbedder, Settings
+from dhrag_core import DHRAG, FaissKnowledgeBase, HashingEmbedder, Passage, Settings
 from langchain_dhrag import DHRAGEmbeddings, DHRAGRetriever, format_documents
 
 
@@ -221,7 +221,11 @@ def test_bad_constructor_arguments(engine: DHRAG) -> None:
     with pytest.raises(ValidationError, match="session_id"):
         DHRAGRetriever(engine=engine, session_id="")
     with pytest.raises(TypeError, match="knowledge must be"):
-        DHRAGRetriever.from_knowledge(["a list is not a knowledge base"])
+        DHRAGRetriever.from_knowledge({"a dict": "is not a knowledge base"})
+    with pytest.raises(TypeError, match=r"not one str; wrap it: \[text\]"):
+        DHRAGRetriever.from_knowledge("one text", embedder=HashingEmbedder())
+    with pytest.raises(TypeError, match=r"knowledge\[1\] must be a str, Passage or Document"):
+        DHRAGRetriever.from_knowledge(["text", 42], embedder=HashingEmbedder())
 
 
 def test_failed_record_keeps_the_pending_selection(
@@ -265,6 +269,19 @@ def test_from_knowledge_over_a_faiss_knowledge_base() -> None:
     kb = FaissKnowledgeBase(["The Great Wall is 21,196 km long.", "Guinea pigs eat hay."], emb)
     retriever = DHRAGRetriever.from_knowledge(kb, embedder=emb, k=1, session_id="default")
     assert retriever.invoke("great wall length")[0].page_content.startswith("The Great Wall")
+
+
+def test_from_knowledge_over_a_list_of_texts_passages_and_documents() -> None:
+    emb = HashingEmbedder()
+    retriever = DHRAGRetriever.from_knowledge(
+        ["The Great Wall is 21,196 km long.", Passage("Guinea pigs eat hay.", id="pigs"),
+         Document("The Nile is 6,650 km long.", id="nile")],
+        embedder=emb, k=1, session_id="default",
+    )
+    assert isinstance(retriever.engine.knowledge, FaissKnowledgeBase)
+    assert retriever.engine.history.embedder is emb  # one embedder for passages and history
+    assert retriever.invoke("great wall length")[0].page_content.startswith("The Great Wall")
+    assert retriever.invoke("what do guinea pigs eat")[0].id == "pigs"
 
 
 def test_sqlite_history_survives_a_restart(tmp_path: Path, store: InMemoryVectorStore) -> None:
