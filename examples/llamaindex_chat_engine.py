@@ -135,8 +135,13 @@ def write_demo_docs(folder: Path) -> int:
     return len(rows)
 
 
-def build_index(docs: Path, embed_model: DHRAGEmbedding) -> VectorStoreIndex:
-    """Read a folder, chunk it and embed it; file names are metadata, kept out of vectors."""
+def build_index(docs: Path, embed_model: DHRAGEmbedding,
+                out: TextIO | None = None) -> VectorStoreIndex:
+    """Read a folder, chunk it and embed it; file names are metadata, kept out of vectors.
+
+    Says ``embedding N chunks ...`` on ``out`` before the embedding starts (a progress bar on
+    stderr too when that is a terminal): 251 demo chunks take ~40 s on a 2-core CPU.
+    """
 
     def file_metadata(path: str) -> dict[str, Any]:
         first = Path(path).read_text("utf-8", errors="replace").strip().split("\n", 1)[0]
@@ -147,10 +152,11 @@ def build_index(docs: Path, embed_model: DHRAGEmbedding) -> VectorStoreIndex:
     for doc in documents:
         doc.excluded_embed_metadata_keys = ["file_name", "title"]
         doc.excluded_llm_metadata_keys = ["file_name"]
-    return VectorStoreIndex.from_documents(
-        documents, embed_model=embed_model,
-        transformations=[SentenceSplitter(chunk_size=512, chunk_overlap=32)],
-    )
+    nodes = SentenceSplitter(chunk_size=512, chunk_overlap=32).get_nodes_from_documents(documents)
+    if out is not None:
+        out.write(f"embedding {len(nodes)} chunks from {docs} ...\n")
+        out.flush()
+    return VectorStoreIndex(nodes, embed_model=embed_model, show_progress=sys.stderr.isatty())
 
 
 def _short(text: str, width: int = 96) -> str:
@@ -199,7 +205,7 @@ def run(
     out.write(f"model ready in {time.perf_counter() - t0:.1f} s\n")
 
     t0 = time.perf_counter()
-    index = build_index(docs, embed_model)
+    index = build_index(docs, embed_model, out)
     n_nodes = len(index.docstore.docs)
     out.write(f"indexed {n_nodes} chunks from {docs} in {time.perf_counter() - t0:.1f} s\n")
 

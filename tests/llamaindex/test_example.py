@@ -1,0 +1,44 @@
+"""The LlamaIndex example without the model: it says what it embeds before it embeds."""
+
+from __future__ import annotations
+
+import importlib.util
+import io
+import sys
+from pathlib import Path
+from types import ModuleType
+
+import numpy as np
+
+from dhrag_core import FunctionEmbedder, HashingEmbedder
+from llamaindex_dhrag import DHRAGEmbedding
+
+EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "llamaindex_chat_engine.py"
+
+
+def _example() -> ModuleType:
+    spec = importlib.util.spec_from_file_location("llamaindex_chat_engine_example", EXAMPLE)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # pydantic resolves the LLM's annotations through it
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_build_index_says_how_many_chunks_it_embeds_before_embedding(tmp_path: Path) -> None:
+    for i in range(5):
+        (tmp_path / f"{i}.txt").write_text(f"Passage {i} about the Great Wall.", "utf-8")
+    out = io.StringIO()
+    hashing = HashingEmbedder(dimension=64)
+    said_before: list[str] = []
+
+    def encode(texts: list[str]) -> np.ndarray:
+        said_before.append(out.getvalue())
+        return hashing.encode(texts)
+
+    index = _example().build_index(tmp_path, DHRAGEmbedding(FunctionEmbedder(encode, 64)),
+                                   out)
+    assert len(index.docstore.docs) == 5
+    line = f"embedding 5 chunks from {tmp_path} ...\n"
+    assert out.getvalue() == line
+    assert said_before and said_before[0] == line  # on screen before the first encode
