@@ -566,7 +566,8 @@ def run_chat(args: argparse.Namespace, stdin: TextIO | None = None,
                              f"{args.max_words}")
         if not Path(args.kb).expanduser().exists():  # before the model loads
             raise FileNotFoundError(f"knowledge base path {args.kb} does not exist")
-        session_id = check_session_id(args.session or default_session(args.kb))
+        session_id = check_session_id(
+            default_session(args.kb) if args.session is None else args.session)
         embedder: Embedder = HashingEmbedder() if args.embedder == "hashing" else MiniLMEmbedder()
         store = _store_url(args.store)
         history = HistoryDatabase(embedder=embedder, store=store)
