@@ -178,11 +178,6 @@ class ChainTracker:
         members = self.chains[chain_id].indexes
         return [len(members) - bisect.bisect_left(members, i) for i in indexes]
 
-    def centroid_similarities(self, vector: Vector) -> tuple[list[int], np.ndarray]:
-        """Every chain id with the cosine of its centroid to ``vector``."""
-        slots, sims = self._cents.similarities(vector)
-        return [self._cents.key_at(int(s)) for s in slots], sims
-
     def lengths(self) -> list[int]:
         return [len(c.members) for c in self.chains.values()]
 

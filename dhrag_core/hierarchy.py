@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import bisect
 from collections import defaultdict
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from collections.abc import Set as AbstractSet
 from dataclasses import dataclass
 
@@ -280,20 +280,3 @@ class SessionTree:
                       best_nodes[node_of[i]].key)
             for i in _top(sims, cfg.tree_turns)
         ]
-
-    def best_chain(
-        self, query: Vector, recency: Callable[[np.ndarray], np.ndarray], alpha: float
-    ) -> tuple[int, float] | None:
-        """T* = argmax over chains of alpha * sim(q, chain) + (1 - alpha) * recency(latest).
-
-        ``recency`` maps turn indexes to recency scores.
-        """
-        chains = self.chains.chains
-        if not chains:
-            return None
-        ids, sims = self.chains.centroid_similarities(query)
-        self.comparisons += len(ids)
-        rec = recency(np.array([chains[i].last_index for i in ids], dtype=np.float64))
-        score = alpha * np.clip(sims, 0, 1) + (1 - alpha) * rec
-        best = int(np.argmax(score))
-        return ids[best], float(score[best])
