@@ -41,12 +41,11 @@ def test_apply_load_roundtrip_and_versions(store_factory) -> None:  # type: igno
     assert store.load("s") == ([], 0)
     t0, t1 = make_turn("s", "a", 0), make_turn("s", "b", 1)
     assert store.apply("s", upsert=[t1, t0]) == 1
-    assert store.apply("s", state={"clusters": b"\x00\x01"}) == 2
+    assert store.apply("s") == 2
     turns, version = store.load("s")
     assert version == 2 and [t.turn_id for t in turns] == ["a", "b"]
     assert_same_turn(turns[0], t0)
     assert_same_turn(turns[1], t1)
-    assert store.get_state("s", "clusters") == b"\x00\x01"
     store.apply("s", delete=["a", "missing"])
     assert [t.turn_id for t in store.load("s")[0]] == ["b"]
 
@@ -63,11 +62,11 @@ def test_stale_version_writes_nothing(store_factory) -> None:  # type: ignore[no
 def test_sessions_are_isolated(store_factory) -> None:  # type: ignore[no-untyped-def]
     store = store_factory()
     store.apply("alice", upsert=[make_turn("alice", "a", 0)])
-    bob = store.apply("bob", upsert=[make_turn("bob", "b", 0)], state={"x": b"1"})
+    bob = store.apply("bob", upsert=[make_turn("bob", "b", 0)])
     assert store.sessions() == ["alice", "bob"]
     store.delete_session("bob")
     assert store.sessions() == ["alice"]
-    assert store.load("bob")[0] == [] and store.get_state("bob", "x") is None
+    assert store.load("bob")[0] == []
     assert [t.turn_id for t in store.load("alice")[0]] == ["a"]
     assert store.version("bob") != bob, "deletion must change the version seen by caches"
     with pytest.raises(ValueError, match="belongs to session"):

@@ -117,28 +117,66 @@ def test_versions_and_roundtrip_of_every_field(backend: Backend) -> None:
     assert_same_turn(turns[0], changed)
 
 
-def test_state_blobs(backend: Backend) -> None:
+def test_a_store_with_the_unused_state_table_of_earlier_versions_opens(
+    backend: Backend, tmp_path: Path
+) -> None:
+    """Earlier versions created a ``dhrag_state`` table (never used by the library): such a
+    store still opens, reads and writes, and the table is left as it was."""
+    if backend.name == "memory":
+        pytest.skip("nothing durable")
+    old = "CREATE TABLE dhrag_state (session_id TEXT NOT NULL, key TEXT NOT NULL, value {} " \
+          "NOT NULL, PRIMARY KEY (session_id, key))"
+    if backend.name == "sqlite":
+        conn = sqlite3.connect(tmp_path / "history.db")
+        conn.execute(old.format("BLOB"))
+        conn.execute("INSERT INTO dhrag_state VALUES ('s', 'k', x'00')")
+        conn.commit()
+        conn.close()
+    else:
+        import psycopg
+
+        store = backend.open()
+        assert isinstance(store, PostgresStore)
+        with psycopg.connect(store.dsn, autocommit=True) as conn:
+            conn.execute(old.format("BYTEA"))
+            conn.execute("INSERT INTO dhrag_state VALUES ('s', 'k', '\\x00')")
     store = backend.open()
-    blob = bytes(range(256)) * 1000
-    v = store.apply("s", state={"clusters": blob, "empty": b"", "z": b"\x00"})
-    assert store.get_state("s", "clusters") == blob
-    assert store.get_state("s", "empty") == b""
-    assert store.get_state("s", "missing") is None and store.get_state("other", "z") is None
-    assert store.apply("s", state={"z": b"2"}) == v + 1
-    assert store.get_state("s", "z") == b"2" and store.get_state("s", "clusters") == blob
-    assert store.sessions() == ["s"], "a session with state only is listed"
+    assert store.apply("s", upsert=[make_turn("s", "a", 0)]) == 1
+    assert [t.turn_id for t in store.load("s")[0]] == ["a"] and store.sessions() == ["s"]
+    store.delete_session("s")
+    assert store.sessions() == [] and store.load("s") == ([], 0)
+    store.close()
+    again = backend.open()
+    assert again.apply("s", upsert=[make_turn("s", "b", 1)]) > 1
+    assert table_rows(store, "dhrag_state") == [("s", "k", b"\x00")]
+
+
+def table_rows(store: HistoryStore, table: str) -> list[tuple[Any, ...]]:
+    """Every row of one table of a durable store."""
+    if isinstance(store, SQLiteStore):
+        conn = sqlite3.connect(store.path)
+        try:
+            return [tuple(r) for r in conn.execute(f"SELECT * FROM {table}")]
+        finally:
+            conn.close()
+    import psycopg
+
+    assert isinstance(store, PostgresStore)
+    with psycopg.connect(store.dsn) as conn:
+        return [tuple(bytes(v) if isinstance(v, memoryview) else v for v in r)
+                for r in conn.execute(f"SELECT * FROM {table}")]
 
 
 def test_expected_version_conflict_writes_nothing(backend: Backend) -> None:
     store = backend.open()
-    store.apply("s", upsert=[make_turn("s", "a", 0)], state={"k": b"old"})
+    store.apply("s", upsert=[make_turn("s", "a", 0)])
     assert store.apply("s", upsert=[make_turn("s", "b", 1)], expected_version=1) == 2
     for stale in (0, 1, 3):
         with pytest.raises(StaleSessionError):
             store.apply("s", upsert=[make_turn("s", "c", 2)], delete=["a"],
-                        state={"k": b"new"}, expected_version=stale)
+                        expected_version=stale)
     assert [t.turn_id for t in store.load("s")[0]] == ["a", "b"]
-    assert store.get_state("s", "k") == b"old" and store.version("s") == 2
+    assert store.version("s") == 2
     with pytest.raises(StaleSessionError):
         store.apply("fresh", upsert=[make_turn("fresh", "a", 0)], expected_version=5)
     assert store.load("fresh") == ([], 0) and store.sessions() == ["s"]
@@ -148,19 +186,19 @@ def test_expected_version_conflict_writes_nothing(backend: Backend) -> None:
 def test_sessions_are_isolated(backend: Backend) -> None:
     store = backend.open()
     assert store.sessions() == []
-    store.apply("alice", upsert=[make_turn("alice", "same-id", 0)], state={"x": b"a"})
-    store.apply("bob", upsert=[make_turn("bob", "same-id", 5)], state={"x": b"b"})
-    store.apply("carol", state={"x": b"c"})
+    store.apply("alice", upsert=[make_turn("alice", "same-id", 0)])
+    store.apply("bob", upsert=[make_turn("bob", "same-id", 5)])
+    store.apply("carol", upsert=[make_turn("carol", "c", 0)])
     assert store.sessions() == ["alice", "bob", "carol"]
     assert store.load("alice")[0][0].index == 0 and store.load("bob")[0][0].index == 5
     alice_version = store.version("alice")
     bob_version = store.version("bob")
     store.delete_session("bob")
     assert store.sessions() == ["alice", "carol"]
-    assert store.load("bob")[0] == [] and store.get_state("bob", "x") is None
+    assert store.load("bob")[0] == []
     assert store.version("bob") != bob_version, "deletion must change the version caches see"
     assert store.load("alice")[0][0].turn_id == "same-id"
-    assert store.get_state("alice", "x") == b"a" and store.version("alice") == alice_version
+    assert store.version("alice") == alice_version
     store.delete_session("never-written")
     assert store.version("never-written") == 0
     with pytest.raises(ValueError, match="belongs to session"):
@@ -170,7 +208,7 @@ def test_sessions_are_isolated(backend: Backend) -> None:
 
 def rows_naming(backend: Backend, store: HistoryStore, session_id: str) -> list[str]:
     """Tables (or, in memory, the dict) that still hold the session id."""
-    tables = ("dhrag_turns", "dhrag_state", "dhrag_log", "dhrag_sessions")
+    tables = ("dhrag_turns", "dhrag_log", "dhrag_sessions")
     if isinstance(store, MemoryStore):
         return ["_sessions"] if session_id in store._sessions else []
     if isinstance(store, SQLiteStore):
@@ -194,7 +232,7 @@ def test_delete_leaves_no_row_naming_the_session(backend: Backend) -> None:
     store = backend.open()
     for i in range(3):
         store.apply("secret-user@example.com", upsert=[make_turn("secret-user@example.com",
-                                                                 f"t{i}", i)], state={"k": b"v"})
+                                                                 f"t{i}", i)])
     store.apply("other", upsert=[make_turn("other", "t", 0)])
     old = store.version("secret-user@example.com")
     store.delete_session("secret-user@example.com")
@@ -224,12 +262,12 @@ def test_a_cache_never_takes_a_re_created_session_for_the_deleted_one(
 def test_reopen_keeps_everything(backend: Backend) -> None:
     store = backend.open()
     turns = [make_turn("s", f"t{i}", i) for i in range(20)]
-    store.apply("s", upsert=turns, state={"k": b"v"})
+    store.apply("s", upsert=turns)
     store.apply("s", delete=["t3"])
     store.close()
     again = backend.open()
     loaded, version = again.load("s")
-    assert version == 2 and again.get_state("s", "k") == b"v"
+    assert version == 2
     assert [t.turn_id for t in loaded] == [t.turn_id for t in turns if t.turn_id != "t3"]
     for got, want in zip(loaded, [t for t in turns if t.turn_id != "t3"], strict=True):
         assert_same_turn(got, want)

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from typing import Protocol, runtime_checkable
 
 from dhrag_core.records import Turn
@@ -42,7 +42,7 @@ class CorruptStoreError(ValueError):
 
 @runtime_checkable
 class HistoryStore(Protocol):
-    """Durable per-session storage of turns and of derived state.
+    """Durable per-session storage of turns.
 
     Every call names one session, and nothing of one session is visible through another.
     Each session has a version that every successful ``apply`` increments, so a process that
@@ -63,10 +63,9 @@ class HistoryStore(Protocol):
         *,
         upsert: Sequence[Turn] = (),
         delete: Sequence[str] = (),
-        state: Mapping[str, bytes] | None = None,
         expected_version: int | None = None,
     ) -> int:
-        """Atomically insert/replace turns, delete turn ids and set state blobs.
+        """Atomically insert/replace turns and delete turn ids.
 
         Raises:
             StaleSessionError: ``expected_version`` is given and differs from the stored one;
@@ -77,16 +76,12 @@ class HistoryStore(Protocol):
         """
         ...
 
-    def get_state(self, session_id: str, key: str) -> bytes | None:
-        """A derived-state blob saved with ``apply(state=...)``, or None."""
-        ...
-
     def delete_session(self, session_id: str) -> None:
-        """Remove the session's turns and state; other sessions are untouched."""
+        """Remove the session's turns and version; other sessions are untouched."""
         ...
 
     def sessions(self) -> list[str]:
-        """Ids of the sessions that hold at least one turn or state blob."""
+        """Ids of the sessions that hold at least one turn."""
         ...
 
     def close(self) -> None: ...

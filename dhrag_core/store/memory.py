@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import threading
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from dhrag_core.records import Turn
@@ -24,7 +24,6 @@ __all__ = ["MemoryStore"]
 @dataclass
 class _Session:
     turns: dict[str, Turn] = field(default_factory=dict)
-    state: dict[str, bytes] = field(default_factory=dict)
     version: int = 0
     log: list[tuple[int, str, int]] = field(default_factory=list)
 
@@ -55,7 +54,6 @@ class MemoryStore:
         *,
         upsert: Sequence[Turn] = (),
         delete: Sequence[str] = (),
-        state: Mapping[str, bytes] | None = None,
         expected_version: int | None = None,
     ) -> int:
         check_owned(session_id, upsert)
@@ -71,8 +69,6 @@ class MemoryStore:
                 s.turns[t.turn_id] = t
             for turn_id in delete:
                 s.turns.pop(turn_id, None)
-            if state:
-                s.state.update(state)
             s.version += 1
             v = s.version
             s.log = [e for e in s.log if e[0] > v - LOG_KEEP]
@@ -97,11 +93,6 @@ class MemoryStore:
             turns = sorted((s.turns[t] for t in written if t in s.turns), key=lambda t: t.index)
             return turns, deleted, current
 
-    def get_state(self, session_id: str, key: str) -> bytes | None:
-        with self._lock:
-            s = self._sessions.get(session_id)
-            return None if s is None else s.state.get(key)
-
     def delete_session(self, session_id: str) -> None:
         """Forget the session, its id included; a re-created one starts above its versions."""
         with self._lock:
@@ -111,7 +102,7 @@ class MemoryStore:
 
     def sessions(self) -> list[str]:
         with self._lock:
-            return sorted(k for k, s in self._sessions.items() if s.turns or s.state)
+            return sorted(k for k, s in self._sessions.items() if s.turns)
 
     def close(self) -> None:
         """Nothing to release."""

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import os
 import threading
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from dhrag_core.records import Turn
@@ -27,6 +27,7 @@ from dhrag_core.store.base import (
     net_changes,
 )
 from dhrag_core.store.codec import decode_turn, encode_turn
+from dhrag_core.store.schema import SCHEMA_VERSION, TURN_COLUMNS, ddl
 
 if TYPE_CHECKING:
     from psycopg import Connection
@@ -34,61 +35,19 @@ if TYPE_CHECKING:
 
 __all__ = ["PostgresStore", "StoreUnavailableError", "redact_dsn"]
 
-SCHEMA_VERSION = 2
 DSN_ENV = "DHRAG_POSTGRES_DSN"
 _SCHEMA_LOCK = 0x64687261_67000001  # pg_advisory_xact_lock key of the schema set-up
 
-_SCHEMA = """
-CREATE TABLE IF NOT EXISTS dhrag_meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
-CREATE TABLE IF NOT EXISTS dhrag_sessions (
-    session_id TEXT PRIMARY KEY,
-    version BIGINT NOT NULL
-);
-CREATE TABLE IF NOT EXISTS dhrag_turns (
-    session_id TEXT NOT NULL,
-    turn_id TEXT NOT NULL,
-    idx BIGINT NOT NULL,
-    query TEXT NOT NULL,
-    response TEXT NOT NULL,
-    ts DOUBLE PRECISION NOT NULL,
-    hits BIGINT NOT NULL,
-    cluster_id BIGINT NOT NULL,
-    chain_id BIGINT NOT NULL,
-    metadata TEXT NOT NULL,
-    passages TEXT NOT NULL,
-    dim INTEGER NOT NULL,
-    qv BYTEA NOT NULL,
-    rv BYTEA,
-    pv BYTEA NOT NULL,
-    PRIMARY KEY (session_id, turn_id)
-);
-CREATE INDEX IF NOT EXISTS dhrag_turns_by_idx ON dhrag_turns (session_id, idx);
-CREATE TABLE IF NOT EXISTS dhrag_log (
-    session_id TEXT NOT NULL,
-    ver BIGINT NOT NULL,
-    turn_id TEXT NOT NULL,
-    op SMALLINT NOT NULL
-);
-CREATE INDEX IF NOT EXISTS dhrag_log_by_ver ON dhrag_log (session_id, ver);
-CREATE TABLE IF NOT EXISTS dhrag_state (
-    session_id TEXT NOT NULL,
-    key TEXT NOT NULL,
-    value BYTEA NOT NULL,
-    PRIMARY KEY (session_id, key)
-);
-"""
-
-_COLUMNS = ("session_id", "turn_id", "idx", "query", "response", "ts", "hits", "cluster_id",
-            "chain_id", "metadata", "passages", "dim", "qv", "rv", "pv")
+_SCHEMA = ddl("postgresql")
 _UPSERT = (
-    f"INSERT INTO dhrag_turns ({', '.join(_COLUMNS)}) "
-    f"VALUES ({', '.join('%s' for _ in _COLUMNS)}) ON CONFLICT (session_id, turn_id) DO UPDATE "
-    f"SET {', '.join(f'{c} = EXCLUDED.{c}' for c in _COLUMNS[2:])}"
+    f"INSERT INTO dhrag_turns ({', '.join(TURN_COLUMNS)}) "
+    f"VALUES ({', '.join('%s' for _ in TURN_COLUMNS)}) ON CONFLICT (session_id, turn_id) DO UPDATE "
+    f"SET {', '.join(f'{c} = EXCLUDED.{c}' for c in TURN_COLUMNS[2:])}"
 )
 # one statement, so the version and the turns come from one snapshot; the outer join keeps a
 # row (with NULL turn columns) for a session without turns
 _LOAD = (
-    f"SELECT s.version, {', '.join(f't.{c}' for c in _COLUMNS)} "
+    f"SELECT s.version, {', '.join(f't.{c}' for c in TURN_COLUMNS)} "
     "FROM (SELECT %s::text AS sid) k "
     "LEFT JOIN dhrag_sessions s ON s.session_id = k.sid "
     "LEFT JOIN dhrag_turns t ON t.session_id = k.sid ORDER BY t.idx"
@@ -127,10 +86,10 @@ class PostgresStore:
         max_size: Most connections of this process (threads beyond it wait).
         timeout: Seconds to wait for a connection before ``StoreUnavailableError``.
 
-    The tables (``dhrag_meta``, ``dhrag_sessions``, ``dhrag_turns``, ``dhrag_state``) are created
-    on first use. A call that finds the server gone raises ``StoreUnavailableError`` naming the
-    DSN (password masked); once the server is back, the next call reconnects.
-    """
+    The tables (``schema.TABLES``) are created on first use. A call that finds the server
+    gone raises ``StoreUnavailableError`` naming the DSN (password masked); once the server is
+    back, the next call reconnects.
+"""
 
     def __init__(
         self,
@@ -273,7 +232,7 @@ class PostgresStore:
             cur = conn.execute(_LOAD, (session_id,))
             rows = cur.fetchall()
             version = rows[0][0] if rows else None
-            turns = [decode_turn(dict(zip(_COLUMNS, r[1:], strict=True)))
+            turns = [decode_turn(dict(zip(TURN_COLUMNS, r[1:], strict=True)))
                      for r in rows if r[2] is not None]
             return turns, 0 if version is None else int(version)
 
@@ -293,13 +252,11 @@ class PostgresStore:
         *,
         upsert: Sequence[Turn] = (),
         delete: Sequence[str] = (),
-        state: Mapping[str, bytes] | None = None,
         expected_version: int | None = None,
     ) -> int:
         check_owned(session_id, upsert)
-        rows = [tuple(r[k] for k in _COLUMNS) for r in map(encode_turn, upsert)]
+        rows = [tuple(r[k] for k in TURN_COLUMNS) for r in map(encode_turn, upsert)]
         deletes = list(delete)
-        blobs = [(session_id, k, bytes(v)) for k, v in (state or {}).items()]
 
         def write(conn: Connection[Any]) -> int:
             import psycopg
@@ -343,12 +300,6 @@ class PostgresStore:
                                 "AND turn_id = ANY(%s)",
                                 (session_id, deletes),
                             )
-                        if blobs:
-                            cur.executemany(
-                                "INSERT INTO dhrag_state VALUES (%s, %s, %s) ON CONFLICT "
-                                "(session_id, key) DO UPDATE SET value = EXCLUDED.value",
-                                blobs,
-                            )
                         cur.execute("DELETE FROM dhrag_log WHERE session_id = %s AND ver <= %s",
                                     (session_id, version - LOG_KEEP))
                         cur.executemany("INSERT INTO dhrag_log VALUES (%s, %s, %s, %s)", log)
@@ -389,27 +340,17 @@ class PostgresStore:
                     return None
                 written, deleted = net
                 rows = conn.execute(
-                    f"SELECT {', '.join(_COLUMNS)} FROM dhrag_turns "
+                    f"SELECT {', '.join(TURN_COLUMNS)} FROM dhrag_turns "
                     "WHERE session_id = %s AND turn_id = ANY(%s) ORDER BY idx",
                     (session_id, written),
                 ).fetchall() if written else []
-            turns = [decode_turn(dict(zip(_COLUMNS, r, strict=True))) for r in rows]
+            turns = [decode_turn(dict(zip(TURN_COLUMNS, r, strict=True))) for r in rows]
             return turns, deleted, current
 
         return self._run(read, idempotent=True)
 
-    def get_state(self, session_id: str, key: str) -> bytes | None:
-        def read(conn: Connection[Any]) -> bytes | None:
-            row = conn.execute(
-                "SELECT value FROM dhrag_state WHERE session_id = %s AND key = %s",
-                (session_id, key),
-            ).fetchone()
-            return None if row is None else bytes(row[0])
-
-        return self._run(read, idempotent=True)
-
     def delete_session(self, session_id: str) -> None:
-        """Remove every row naming the session (turns, state, version, change log); the
+        """Remove every row naming the session (turns, version, change log); the
         store's ``version_floor`` rises above its versions (see ``SQLiteStore``)."""
         def write(conn: Connection[Any]) -> None:
             with conn.transaction():
@@ -424,7 +365,7 @@ class PostgresStore:
                         "EXCLUDED.value::bigint)::text",
                         (str(int(row[0]) + 1),),
                     )
-                for table in ("dhrag_turns", "dhrag_state", "dhrag_log"):
+                for table in ("dhrag_turns", "dhrag_log"):
                     conn.execute(f"DELETE FROM {table} WHERE session_id = %s", (session_id,))
 
         self._run(write, idempotent=True)
@@ -432,8 +373,7 @@ class PostgresStore:
     def sessions(self) -> list[str]:
         def read(conn: Connection[Any]) -> list[str]:
             rows = conn.execute(
-                "SELECT session_id FROM dhrag_turns UNION SELECT session_id FROM dhrag_state "
-                "ORDER BY 1"
+                "SELECT DISTINCT session_id FROM dhrag_turns ORDER BY 1"
             ).fetchall()
             return [str(r[0]) for r in rows]
 

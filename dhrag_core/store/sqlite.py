@@ -6,7 +6,7 @@ import contextlib
 import os
 import sqlite3
 import threading
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 
 from dhrag_core.records import Turn
@@ -23,50 +23,9 @@ from dhrag_core.store.base import (
     net_changes,
 )
 from dhrag_core.store.codec import decode_turn, encode_turn
+from dhrag_core.store.schema import SCHEMA_VERSION, TURN_COLUMNS, ddl
 
 __all__ = ["SQLiteStore"]
-
-SCHEMA_VERSION = 2
-
-_SCHEMA = """
-CREATE TABLE IF NOT EXISTS dhrag_meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
-CREATE TABLE IF NOT EXISTS dhrag_sessions (
-    session_id TEXT PRIMARY KEY,
-    version INTEGER NOT NULL
-);
-CREATE TABLE IF NOT EXISTS dhrag_turns (
-    session_id TEXT NOT NULL,
-    turn_id TEXT NOT NULL,
-    idx INTEGER NOT NULL,
-    query TEXT NOT NULL,
-    response TEXT NOT NULL,
-    ts REAL NOT NULL,
-    hits INTEGER NOT NULL,
-    cluster_id INTEGER NOT NULL,
-    chain_id INTEGER NOT NULL,
-    metadata TEXT NOT NULL,
-    passages TEXT NOT NULL,
-    dim INTEGER NOT NULL,
-    qv BLOB NOT NULL,
-    rv BLOB,
-    pv BLOB NOT NULL,
-    PRIMARY KEY (session_id, turn_id)
-);
-CREATE INDEX IF NOT EXISTS dhrag_turns_by_idx ON dhrag_turns (session_id, idx);
-CREATE TABLE IF NOT EXISTS dhrag_log (
-    session_id TEXT NOT NULL,
-    ver INTEGER NOT NULL,
-    turn_id TEXT NOT NULL,
-    op INTEGER NOT NULL
-);
-CREATE INDEX IF NOT EXISTS dhrag_log_by_ver ON dhrag_log (session_id, ver);
-CREATE TABLE IF NOT EXISTS dhrag_state (
-    session_id TEXT NOT NULL,
-    key TEXT NOT NULL,
-    value BLOB NOT NULL,
-    PRIMARY KEY (session_id, key)
-);
-"""
 
 _DAMAGED = ("not a database", "malformed", "file is encrypted", "database corrupt")
 
@@ -77,8 +36,7 @@ def _is_damage(exc: sqlite3.DatabaseError) -> bool:
     return type(exc) is sqlite3.DatabaseError or any(m in msg for m in _DAMAGED)
 
 
-_COLUMNS = ("session_id", "turn_id", "idx", "query", "response", "ts", "hits", "cluster_id",
-            "chain_id", "metadata", "passages", "dim", "qv", "rv", "pv")
+_SCHEMA = ddl("sqlite")
 
 
 class SQLiteStore:
@@ -239,7 +197,7 @@ class SQLiteStore:
             self._conn.execute("BEGIN")
             try:
                 rows = self._conn.execute(
-                    f"SELECT {', '.join(_COLUMNS)} FROM dhrag_turns WHERE session_id=? "
+                    f"SELECT {', '.join(TURN_COLUMNS)} FROM dhrag_turns WHERE session_id=? "
                     "ORDER BY idx",
                     (session_id,),
                 ).fetchall()
@@ -264,13 +222,12 @@ class SQLiteStore:
         *,
         upsert: Sequence[Turn] = (),
         delete: Sequence[str] = (),
-        state: Mapping[str, bytes] | None = None,
         expected_version: int | None = None,
     ) -> int:
         check_owned(session_id, upsert)
         self._writable()
         rows = [encode_turn(t) for t in upsert]
-        placeholders = ", ".join("?" for _ in _COLUMNS)
+        placeholders = ", ".join("?" for _ in TURN_COLUMNS)
         with self._lock, self._guard():
             c = self._conn
             c.execute("BEGIN IMMEDIATE")
@@ -282,19 +239,14 @@ class SQLiteStore:
                         f"expected {expected_version}"
                     )
                 c.executemany(
-                    f"INSERT OR REPLACE INTO dhrag_turns ({', '.join(_COLUMNS)}) "
+                    f"INSERT OR REPLACE INTO dhrag_turns ({', '.join(TURN_COLUMNS)}) "
                     f"VALUES ({placeholders})",
-                    [tuple(r[k] for k in _COLUMNS) for r in rows],
+                    [tuple(r[k] for k in TURN_COLUMNS) for r in rows],
                 )
                 c.executemany(
                     "DELETE FROM dhrag_turns WHERE session_id=? AND turn_id=?",
                     [(session_id, tid) for tid in delete],
                 )
-                for key, value in (state or {}).items():
-                    c.execute(
-                        "INSERT OR REPLACE INTO dhrag_state VALUES (?, ?, ?)",
-                        (session_id, key, bytes(value)),
-                    )
                 c.execute(
                     "INSERT INTO dhrag_sessions VALUES (?, ?) ON CONFLICT(session_id) "
                     "DO UPDATE SET version = version + 1",
@@ -341,7 +293,7 @@ class SQLiteStore:
                 for start in range(0, len(written), 500):
                     ids = written[start : start + 500]
                     rows += self._conn.execute(
-                        f"SELECT {', '.join(_COLUMNS)} FROM dhrag_turns WHERE session_id=? "
+                        f"SELECT {', '.join(TURN_COLUMNS)} FROM dhrag_turns WHERE session_id=? "
                         f"AND turn_id IN ({', '.join('?' for _ in ids)})",
                         (session_id, *ids),
                     ).fetchall()
@@ -350,15 +302,8 @@ class SQLiteStore:
             turns = sorted((decode_turn(dict(r)) for r in rows), key=lambda t: t.index)
         return turns, deleted, current
 
-    def get_state(self, session_id: str, key: str) -> bytes | None:
-        with self._lock, self._guard():
-            row = self._conn.execute(
-                "SELECT value FROM dhrag_state WHERE session_id=? AND key=?", (session_id, key)
-            ).fetchone()
-        return None if row is None else bytes(row[0])
-
     def delete_session(self, session_id: str) -> None:
-        """Remove every row naming the session (turns, state, version, change log).
+        """Remove every row naming the session (turns, version, change log).
 
         The session's version is not kept; instead the store's ``version_floor`` rises above
         it, so a re-created session starts at versions no cache can hold from before.
@@ -369,7 +314,7 @@ class SQLiteStore:
             c.execute("BEGIN IMMEDIATE")
             try:
                 version = self._version(session_id)
-                for table in ("dhrag_turns", "dhrag_state", "dhrag_log", "dhrag_sessions"):
+                for table in ("dhrag_turns", "dhrag_log", "dhrag_sessions"):
                     c.execute(f"DELETE FROM {table} WHERE session_id=?", (session_id,))
                 if version:
                     # +1 leaves a gap no change log covers: caches reload, never catch up
@@ -388,8 +333,7 @@ class SQLiteStore:
     def sessions(self) -> list[str]:
         with self._lock, self._guard():
             rows = self._conn.execute(
-                "SELECT session_id FROM dhrag_turns UNION SELECT session_id FROM dhrag_state "
-                "ORDER BY 1"
+                "SELECT DISTINCT session_id FROM dhrag_turns ORDER BY 1"
             ).fetchall()
         return [r[0] for r in rows]
 

@@ -108,7 +108,7 @@ def _sqlite_rows(path: Path) -> dict[str, int]:
     con = sqlite3.connect(str(path))
     try:
         out: dict[str, int] = {}
-        for table in ("dhrag_turns", "dhrag_state"):
+        for table in ("dhrag_turns",):
             for sid, count in con.execute(
                 f"SELECT session_id, COUNT(*) FROM {table} GROUP BY session_id"
             ):
