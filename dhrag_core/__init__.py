@@ -8,7 +8,7 @@ from dhrag_core.embedding import (
     l2_normalise,
 )
 from dhrag_core.engine import DHRAG
-from dhrag_core.history import AddResult, HistoryDatabase, PassageHit
+from dhrag_core.history import AddResult, HistoryDatabase
 from dhrag_core.index import VectorIndex
 from dhrag_core.ingest import load_kb, load_passages
 from dhrag_core.integration import Candidate, integrate, softmax
@@ -63,7 +63,6 @@ __all__ = [
     "MiniLMEmbedder",
     "OpenAICompatibleLLM",
     "Passage",
-    "PassageHit",
     "PostgresStore",
     "QueryRewriter",
     "Rewrite",

@@ -1,4 +1,4 @@
-"""The dynamic history database H: per-session triples, FAISS indexes and the update rule.
+"""The dynamic history database H: per-session triples, a FAISS query index, the update rule.
 
 One turn's update (paper eq. 11-14) is: insert the triple (or merge it into a near-duplicate),
 weigh every stored triple by ``alpha * relevance + (1 - alpha) * recency`` against the new
@@ -41,7 +41,7 @@ from dhrag_core.validation import (
     clean_passage,
 )
 
-__all__ = ["AddResult", "HistoryDatabase", "PassageHit"]
+__all__ = ["AddResult", "HistoryDatabase"]
 
 log = logging.getLogger(__name__)
 
@@ -62,19 +62,6 @@ class AddResult:
     eviction, organisation and the store write)."""
 
 
-@dataclass(frozen=True)
-class PassageHit:
-    """A passage stored with an earlier turn, found by similarity to the current query."""
-
-    turn: Turn
-    position: int
-    similarity: float
-
-    @property
-    def passage(self) -> Passage:
-        return self.turn.passages[self.position]
-
-
 @dataclass
 class _Session:
     """Derived in-memory state of one session, rebuilt from the store whenever it changed."""
@@ -91,7 +78,6 @@ class _Session:
 
     def __post_init__(self) -> None:
         self.queries: VectorIndex[str] = VectorIndex(self.dimension)
-        self.passages: VectorIndex[tuple[str, int]] = VectorIndex(self.dimension)
         self.slot_index = np.zeros(0, dtype=np.float64)
         self.slot_time = np.zeros(0, dtype=np.float64)
         self.tree = SessionTree(self.dimension, self.settings)
@@ -114,17 +100,8 @@ class _Session:
         if not turns:
             return
         for turn in turns:
-            old = self.turns.get(turn.turn_id)
-            if old is not None:
-                self.passages.remove([(old.turn_id, i) for i in range(len(old.passages))])
             self.turns[turn.turn_id] = turn
         self.queries.add([t.turn_id for t in turns], np.stack([t.query_vector for t in turns]))
-        with_passages = [t for t in turns if t.passages]
-        if with_passages:
-            self.passages.add(
-                [(t.turn_id, i) for t in with_passages for i in range(len(t.passages))],
-                np.concatenate([t.passage_vectors for t in with_passages]),
-            )
         n = self.queries.n_slots
         if self.slot_index.size < n:
             size = max(2 * self.slot_index.size, n)
@@ -142,12 +119,10 @@ class _Session:
     def drop(self, turn_ids: Sequence[str]) -> None:
         for tid in turn_ids:
             self.tree.remove(tid)
-            old = self.turns.pop(tid, None)
+            self.turns.pop(tid, None)
             if tid == self.latest:
                 rest = list(self.turns.values())
                 self.latest = max(rest, key=lambda t: t.index).turn_id if rest else None
-            if old is not None:
-                self.passages.remove([(tid, i) for i in range(len(old.passages))])
         self.queries.remove(list(turn_ids))
 
 
@@ -265,7 +240,7 @@ class HistoryDatabase:
         self._check_dimensions(session_id, turns)
         fresh.put(turns)
         fresh.tree.restore(turns)
-        s.turns, s.queries, s.passages = fresh.turns, fresh.queries, fresh.passages
+        s.turns, s.queries = fresh.turns, fresh.queries
         s.tree, s.latest = fresh.tree, fresh.latest
         s.labels, s.summaries = {}, {}
         s.slot_index, s.slot_time = fresh.slot_index, fresh.slot_time
@@ -729,20 +704,6 @@ class HistoryDatabase:
                 "chains": chain_length_stats(s.tree.chains.lengths()),
                 "comparisons": s.tree.comparisons,
             }
-
-    def search_passages(
-        self, session_id: str, query: str | Vector, k: int = 5
-    ) -> list[PassageHit]:
-        """The ``k`` passages stored with this session's turns most similar to ``query``."""
-        check_session_id(session_id)
-        check_k(k)
-        qv = self._query_vector(query)
-        s = self._session(session_id)
-        with s.lock:
-            return [
-                PassageHit(turn=s.turns[tid], position=pos, similarity=sim)
-                for (tid, pos), sim in s.passages.search(qv, k)
-            ]
 
     def turns(self, session_id: str) -> list[Turn]:
         """The session's stored turns, oldest first."""

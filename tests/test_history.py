@@ -43,8 +43,6 @@ def test_add_then_search_finds_the_related_turn(
     assert hits[0].turn.query == "question 0 about guinea pig diet and hay"
     assert hits[0].weight >= hits[1].weight
     assert 0 <= hits[0].relevance <= 1 and 0 <= hits[0].recency <= 1
-    p = db.search_passages("alice", "kubernetes pods", k=1)[0]
-    assert p.passage.text == "passage 2 on kubernetes pod scheduling"
 
 
 def test_weight_follows_equation_13(embedder: HashingEmbedder, clock: FakeClock) -> None:
@@ -90,7 +88,7 @@ def test_eviction_reaches_store_and_indexes(tmp_path: Path, embedder: HashingEmb
                          settings=Settings(capacity=3))
     fill(db, "s", 10)
     assert len(SQLiteStore(path).load("s")[0]) == 3
-    assert len(db.search_passages("s", "passage", k=50)) == 3
+    assert len(db.search("s", "passage", k=50)) == 3
 
 
 def test_near_duplicate_turn_is_merged(db: HistoryDatabase) -> None:
@@ -158,7 +156,6 @@ def test_sessions_never_leak(db: HistoryDatabase) -> None:
     db.add("bob", "bob question about bonds", ["bob passage"], "bob answer")
     for q in ["alice secret guinea pigs", "bob bonds"]:
         assert {h.turn.session_id for h in db.search("bob", q, k=10)} == {"bob"}
-        assert {h.turn.session_id for h in db.search_passages("bob", q, k=10)} == {"bob"}
     db.delete_session("bob")
     assert db.search("bob", "bob bonds", k=5) == []
     assert db.size("alice") == 1

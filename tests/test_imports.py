@@ -10,7 +10,7 @@ import dhrag_core
 EXPECTED_CORE = {
     "AddResult", "Embedder", "FaissKnowledgeBase", "HashingEmbedder", "HistoryDatabase",
     "HistoryHit", "HistoryStore", "KnowledgeBase", "MemoryStore", "MiniLMEmbedder", "Passage",
-    "PassageHit", "SQLiteStore", "Settings", "StaleSessionError", "Turn", "VectorIndex",
+    "SQLiteStore", "Settings", "StaleSessionError", "Turn", "VectorIndex",
     "__version__", "l2_normalise", "open_store",
 }
 

@@ -313,8 +313,6 @@ def fingerprint(db: HistoryDatabase, session: str) -> list[Any]:
                     for h in db.search(session, probe, k=4)])
         out.append([(s.turn.index, s.via, s.cluster_id, s.cluster_label, s.summary, s.chain_id,
                      s.weight) for s in db.select(session, probe)])
-        out.append([(p.turn.index, p.position, p.similarity)
-                    for p in db.search_passages(session, probe, k=3)])
     return out
 
 
@@ -322,15 +320,9 @@ SETTINGS = Settings(capacity=10)
 
 
 def approx(prints: list[Any]) -> list[Any]:
-    """A fingerprint up to float32 rounding and the order of exact ties among passages."""
-    out: list[Any] = []
-    for i, part in enumerate(prints):
-        if i % 3 == 0 and i:  # search_passages: ties (shared passage texts) may swap
-            out.append(sorted(round(p[2], 5) for p in part))
-        else:
-            out.append([tuple(round(v, 5) if isinstance(v, float) else v for v in row)
-                        for row in part])
-    return out
+    """A fingerprint up to float32 rounding."""
+    return [[tuple(round(v, 5) if isinstance(v, float) else v for v in row) for row in part]
+            for part in prints]
 
 
 def run(store: HistoryStore, reopen: Callable[[], HistoryStore]) -> list[list[Any]]:

@@ -213,7 +213,7 @@ def test_mixed_reads_writes_and_deletes_from_two_databases(tmp_path: Path, backe
                 elif op < 0.9:
                     assert all(t.turn.session_id == sid for t in db.select(sid, f"{a} {b}"))
                 elif op < 0.96:
-                    assert all(p.turn.session_id == sid for p in db.search_passages(sid, a))
+                    assert all(t.session_id == sid for t in db.turns(sid))
                     db.stats(sid)
                 else:
                     db.delete_session(sid)

@@ -2,7 +2,7 @@
 
 Layers: the store's rows (counted with ``sqlite3`` directly for the SQLite store), the
 in-memory indexes, the topic clusters, summary nodes and chains of its tree, and every read
-(``turns``, ``size``, ``search``, ``search_passages``, ``select``, ``stats``) -- of the
+(``turns``, ``size``, ``search``, ``select``, ``stats``) -- of the
 database that deleted it and of another database on the same store that had it cached.
 Then the same through the adapters' clear/reset methods.
 """
@@ -79,25 +79,22 @@ def _snapshot(db: HistoryDatabase, sid: str) -> Any:
     """Everything a reader can see of one session."""
     searches = [[(h.turn.turn_id, round(h.weight, 6)) for h in db.search(sid, q, k=5)]
                 for q in QUERIES]
-    passages = [[(p.turn.turn_id, p.position) for p in db.search_passages(sid, q, k=3)]
-                for q in QUERIES]
     selected = [[s.turn.turn_id for s in db.select(sid, q)] for q in QUERIES]
     turns = [(t.turn_id, t.index, t.cluster_id, t.chain_id) for t in db.turns(sid)]
     stats = {k: v for k, v in db.stats(sid).items() if k != "comparisons"}  # a read counter
-    return searches, passages, selected, turns, stats
+    return searches, selected, turns, stats
 
 
 def _assert_gone(db: HistoryDatabase, sid: str) -> None:
     assert db.size(sid) == 0 and db.turns(sid) == []
     for q in [*QUERIES, f"{sid} asks about hay"]:
         assert db.search(sid, q, k=5) == []
-        assert db.search_passages(sid, q, k=5) == []
         assert db.select(sid, q) == []
     stats = db.stats(sid)
     assert stats["turns"] == 0 and stats["clusters"] == 0
     assert stats["chains"]["chains"] == 0
     s = db._session(sid)
-    assert len(s.queries) == 0 and len(s.passages) == 0 and not s.turns and s.latest is None
+    assert len(s.queries) == 0 and not s.turns and s.latest is None
     tree = s.tree
     assert len(tree) == 0 and not tree.clusters.clusters and not tree.clusters.of
     assert not tree.chains.chains and not tree.chains.of
