@@ -4,8 +4,8 @@ Replays the benchmark with DH-RAG's defaults, keeps for each evaluated turn the 
 vector and its 20 integration candidates (with gold labels), then fits a diagonal ``W`` by
 logistic regression on ``[q.d, q * d]`` features (W = a I + diag(w)), 5-fold by conversation,
 and compares MRR@10 of the candidates re-ranked by ``q^T W d`` against the identity on the
-held-out folds. Result on MTRAG (2026-11-23): no gain (a free diagonal: .433 vs .456,
-p = .004; anchored at the identity: .456, unchanged), so no fitted W is shipped.
+held-out folds. The result on MTRAG, and why no fitted W is shipped, is in the README
+(Results: integration).
 
     python -m benchmarks.fit_integration
 """

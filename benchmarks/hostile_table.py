@@ -117,7 +117,7 @@ class World:
         for sid in self.db.store.sessions():
             turns, _ = self.db.store.load(sid)
             out[sid] = {t.turn_id: (t.query, t.response, tuple(p.text for p in t.passages),
-                                    t.query_vector.tobytes(), t.hits, t.index)
+                                    t.query_vector.tobytes(), t.merges, t.index)
                         for t in turns}
         return out
 
@@ -148,7 +148,7 @@ def _judge(world: World, door: str, name: str, value: Any, kind: str,
             return Outcome(door, name, "BUG", f"session {sid!r} changed")
     old = before.get("alice", {})
     new = after.get("alice", {})
-    for tid, t in old.items():  # a merge of a near-duplicate (hits + 1) may rewrite one
+    for tid, t in old.items():  # a merge of a near-duplicate (merges + 1) may rewrite one
         if tid in new and new[tid][:4] != t[:4] and new[tid][4] <= t[4]:
             return Outcome(door, name, "BUG", "an earlier turn's text or vector changed")
     if world._bob_view() != world.bob_probe:

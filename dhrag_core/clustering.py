@@ -26,8 +26,9 @@ __all__ = ["Cluster", "TopicClusters", "keyword_labels"]
 _SPLIT_LIMIT = 400
 
 
-class _With(Mapping[str, Vector]):
-    """``base`` plus one more item, without copying ``base`` (a session's every vector)."""
+class _VectorsPlusNew(Mapping[str, Vector]):
+    """The stored turns' vectors plus the new turn's, without copying the stored ones (a
+    session's every vector): what a split of the new turn's cluster reads."""
 
     def __init__(self, base: Mapping[str, Vector], key: str, value: Vector) -> None:
         self._base, self._key, self._value = base, key, value
@@ -88,7 +89,6 @@ class TopicClusters:
         self.of: dict[str, int] = {}
         self._next_id = 0
         self._since_merge = 0
-        self.comparisons = 0
         self._cents: VectorIndex[int] = VectorIndex(dimension)
 
     def __len__(self) -> int:
@@ -126,7 +126,6 @@ class TopicClusters:
 
     def nearest(self, query: Vector, n: int) -> list[tuple[Cluster, float]]:
         """The ``n`` clusters whose centroids best match ``query``, best first."""
-        self.comparisons += len(self.clusters)
         return [(self.clusters[cid], sim) for cid, sim in self._cents.search(query, n)]
 
     def assign(
@@ -145,7 +144,7 @@ class TopicClusters:
         self._join(target, turn_id, v)
         changed = {turn_id: target.id}
         if target.size > 2 and target.quality < self.min_quality:
-            changed.update(self._split(target, _With(vectors, turn_id, vector), age))
+            changed.update(self._split(target, _VectorsPlusNew(vectors, turn_id, vector), age))
         self._since_merge += 1
         if self._since_merge >= self.merge_every:
             self._since_merge = 0

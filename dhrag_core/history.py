@@ -465,7 +465,7 @@ class HistoryDatabase:
             response=response or old.response, timestamp=now, query_vector=qv,
             response_vector=rv if rv is not None else old.response_vector,
             passage_vectors=np.ascontiguousarray(vectors, dtype=np.float32),
-            metadata={**old.metadata, **meta}, hits=old.hits + 1,
+            metadata={**old.metadata, **meta}, merges=old.merges + 1,
         )
 
     def _weights(

@@ -47,9 +47,10 @@ class Passage:
 class Turn:
     """One (query, passages, response) triple of a session's history database.
 
-    ``index`` is the turn number in its session (0-based, never reused); ``hits`` counts how
-    many near-duplicate turns were merged into this one; ``cluster_id`` and ``chain_id`` place
-    it in the session's topic tree and chain of related turns (-1: not organised).
+    ``index`` is the turn number in its session (0-based, never reused); ``merges`` counts how
+    many near-duplicate turns were merged into this one (0: recorded once); ``cluster_id`` and
+    ``chain_id`` place it in the session's topic tree and chain of related turns (-1: not
+    organised).
     """
 
     session_id: str
@@ -63,7 +64,7 @@ class Turn:
     response_vector: Vector | None = field(repr=False)
     passage_vectors: Vector = field(repr=False)
     metadata: Mapping[str, Any] = field(default_factory=dict)
-    hits: int = 1
+    merges: int = 0
     cluster_id: int = -1
     chain_id: int = -1
 

@@ -102,6 +102,11 @@ _DISCOURSE = frozenset({
 interesting"): they do not give a question a subject of its own."""
 _YEAR = re.compile(r"\b(?:1[5-9]|20)\d\d\b")
 
+_ANSWER_LENGTH_RATIO = 4
+"""About how many times a question's words an answer has: in ``mode="append"`` each answer
+word counts this much less than a question word, so a turn's long answer does not outvote its
+question, and ``response_weight`` weighs the answer as a whole rather than word by word."""
+
 
 class LightRewriter:
     """Writes a standalone question from the selected history (no LLM, deterministic).
@@ -198,7 +203,7 @@ class LightRewriter:
             for w in tokens(s.turn.query):
                 score[w] += s.weight
             for w in tokens(s.turn.response):
-                score[w] += self.response_weight * s.weight / 4
+                score[w] += self.response_weight * s.weight / _ANSWER_LENGTH_RATIO
             named |= names(s.turn.query)
         pool = [w for w in score if w not in present and len(w) > 2]
         if any(w in named for w in pool):
@@ -262,9 +267,8 @@ def expand_vector(
 ) -> Vector:
     """``normalise(q + strength * sum_j w_j * topic_j)`` over the selected turns.
 
-    Topic vectors (query + answer + passages) beat the turns' bare query vectors on MTRAG
-    (MRR@10 .444 vs .419, both at topic weights 0.5/0.5), as answers and passages name what
-    an elliptical query omits.
+    Topic vectors (query + answer + passages) rather than the turns' bare query vectors,
+    as answers and passages name what an elliptical query omits.
     """
     if not history or strength == 0:
         return query

@@ -95,7 +95,7 @@ def test_near_duplicate_turn_is_merged(db: HistoryDatabase) -> None:
     a = db.add("s", "Who built the mosque?", [Passage("built in 1680", id="kb1")], "In 1680.")
     db.add("s", "What is a bond?", ["a bond is debt"], "Debt.")
     b = db.add("s", "Who built the mosque?", [Passage("the architect", id="kb2")], "In 1680.")
-    assert b.merged and b.turn.turn_id == a.turn.turn_id and b.turn.hits == 2
+    assert b.merged and b.turn.turn_id == a.turn.turn_id and b.turn.merges == 1
     assert [p.id for p in b.turn.passages] == ["kb2", "kb1"]
     assert b.turn.index == 2 and db.size("s") == 2
     # same words, different answer: a different turn, not a duplicate

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sqlite3
 from pathlib import Path
 
 import numpy as np
@@ -20,13 +21,13 @@ def make_turn(session: str, tid: str, index: int, dim: int = 8) -> Turn:
         query_vector=rng.random(dim, dtype=np.float32),
         response_vector=None if index % 2 else rng.random(dim, dtype=np.float32),
         passage_vectors=rng.random((2, dim), dtype=np.float32),
-        metadata={"k": [1, 2]}, hits=1 + index, cluster_id=index % 3, chain_id=index // 2,
+        metadata={"k": [1, 2]}, merges=index, cluster_id=index % 3, chain_id=index // 2,
     )
 
 
 def assert_same_turn(a: Turn, b: Turn) -> None:
     for f in ("session_id", "turn_id", "index", "query", "passages", "response", "timestamp",
-              "metadata", "hits", "cluster_id", "chain_id"):
+              "metadata", "merges", "cluster_id", "chain_id"):
         assert getattr(a, f) == getattr(b, f), f
     np.testing.assert_array_equal(a.query_vector, b.query_vector)
     np.testing.assert_array_equal(a.passage_vectors, b.passage_vectors)
@@ -83,6 +84,22 @@ def test_sqlite_survives_reopen(tmp_path: Path) -> None:
     assert s2.integrity_check() == "ok"
     assert_same_turn(s2.load("s")[0][0], t)
     s2.close()
+
+
+def test_merges_are_stored_as_the_times_recorded(tmp_path: Path) -> None:
+    """The ``hits`` column keeps counting the times a turn was recorded (1 + merges), so
+    stores written before ``Turn.hits`` became ``Turn.merges`` read back unchanged."""
+    path = tmp_path / "h.db"
+    store = SQLiteStore(path)
+    store.apply("s", upsert=[make_turn("s", "a", 0), make_turn("s", "b", 2)])
+    conn = sqlite3.connect(path)
+    assert conn.execute("SELECT turn_id, hits FROM dhrag_turns ORDER BY idx").fetchall() == [
+        ("a", 1), ("b", 3)]
+    conn.execute("UPDATE dhrag_turns SET hits = 5 WHERE turn_id = 'a'")  # an older writer
+    conn.commit()
+    conn.close()
+    assert [t.merges for t in SQLiteStore(path).load("s")[0]] == [4, 2]
+    store.close()
 
 
 def test_open_store_urls(tmp_path: Path) -> None:

@@ -72,14 +72,14 @@ def make_turn(session: str, tid: str, index: int, dim: int = 8, **kw: Any) -> Tu
         response_vector=None if index % 2 else rng.standard_normal(dim).astype(np.float32),
         passage_vectors=rng.standard_normal((2, dim)).astype(np.float32),
         metadata={"k": [1, 2], "nested": {"z": None, "a": 1.5}, "é": "✓"},
-        hits=1 + index, cluster_id=index % 3 - 1, chain_id=index // 2,
+        merges=index, cluster_id=index % 3 - 1, chain_id=index // 2,
     )
     return replace(t, **kw)
 
 
 def assert_same_turn(a: Turn, b: Turn) -> None:
     for f in ("session_id", "turn_id", "index", "query", "passages", "response", "timestamp",
-              "metadata", "hits", "cluster_id", "chain_id"):
+              "metadata", "merges", "cluster_id", "chain_id"):
         assert getattr(a, f) == getattr(b, f), f
     assert list(a.metadata) == list(b.metadata), "metadata key order"
     for name in ("query_vector", "passage_vectors", "response_vector"):
@@ -102,7 +102,7 @@ def test_versions_and_roundtrip_of_every_field(backend: Backend) -> None:
         "s", "c", 2**40, passages=(),
         passage_vectors=np.zeros((0, 8), np.float32),
         query_vector=np.array([0.0, -0.0, 1e-45, -3.4e38, 3.4e38, 1e-38, np.pi, -1], np.float32),
-        response="", metadata={}, hits=0, cluster_id=-1, chain_id=-1, timestamp=0.1 + 0.2,
+        response="", metadata={}, merges=0, cluster_id=-1, chain_id=-1, timestamp=0.1 + 0.2,
     )
     assert store.apply("s", upsert=[t1, odd, t0]) == 1
     turns, version = store.load("s")
@@ -110,7 +110,7 @@ def test_versions_and_roundtrip_of_every_field(backend: Backend) -> None:
     for got, want in zip(turns, [t0, t1, odd], strict=True):
         assert_same_turn(got, want)
     assert store.apply("s") == 2, "an empty apply still bumps the version"
-    changed = replace(t0, query="changed", hits=7, cluster_id=4)
+    changed = replace(t0, query="changed", merges=6, cluster_id=4)
     assert store.apply("s", upsert=[changed], delete=["b", "missing"]) == 3
     turns, version = store.load("s")
     assert version == 3 and [t.turn_id for t in turns] == ["a", "c"]
@@ -306,7 +306,7 @@ def conversation(db: HistoryDatabase, clock: Clock, session: str, start: int, n:
 
 
 def fingerprint(db: HistoryDatabase, session: str) -> list[Any]:
-    out: list[Any] = [[(t.index, t.query, t.hits, t.cluster_id, t.chain_id, t.timestamp)
+    out: list[Any] = [[(t.index, t.query, t.merges, t.cluster_id, t.chain_id, t.timestamp)
                        for t in db.turns(session)]]
     for probe in PROBES:
         out.append([(h.turn.index, h.turn.query, h.relevance, h.recency, h.weight)

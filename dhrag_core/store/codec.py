@@ -48,7 +48,7 @@ def encode_turn(t: Turn) -> dict[str, Any]:
         "query": t.query,
         "response": t.response,
         "ts": t.timestamp,
-        "hits": t.hits,
+        "hits": t.merges + 1,  # the column counts the times recorded (before: Turn.hits)
         "cluster_id": t.cluster_id,
         "chain_id": t.chain_id,
         "metadata": json.dumps(dict(t.metadata), ensure_ascii=False),
@@ -98,7 +98,7 @@ def _decode_turn(row: dict[str, Any]) -> Turn:
         response_vector=vector_from_bytes(row["rv"], dim),
         passage_vectors=pv,
         metadata=json.loads(row["metadata"]),
-        hits=int(row["hits"]),
+        merges=int(row["hits"]) - 1,
         cluster_id=int(row["cluster_id"]),
         chain_id=int(row["chain_id"]),
     )
