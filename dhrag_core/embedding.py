@@ -14,6 +14,7 @@ from typing import Any, Protocol, runtime_checkable
 import numpy as np
 
 from dhrag_core.records import Vector
+from dhrag_core.validation import check_texts
 
 __all__ = [
     "Embedder",
@@ -45,16 +46,6 @@ def l2_normalise(matrix: np.ndarray) -> Vector:
     norms = np.linalg.norm(m, axis=1, keepdims=True)
     norms[norms == 0] = 1.0
     return np.ascontiguousarray(m / norms, dtype=np.float32)
-
-
-def _check_texts(texts: Sequence[str]) -> list[str]:
-    if isinstance(texts, str):
-        raise TypeError("texts must be a sequence of str, not one str; wrap it: [text]")
-    out = list(texts)
-    for i, t in enumerate(out):
-        if not isinstance(t, str):
-            raise TypeError(f"texts[{i}] must be str, got {type(t).__name__}")
-    return out
 
 
 _TOKEN = re.compile(r"[a-z0-9]+")
@@ -152,7 +143,7 @@ class HashingEmbedder:
         return feats
 
     def encode(self, texts: Sequence[str]) -> Vector:
-        items = _check_texts(texts)
+        items = check_texts(texts)
         out = np.zeros((len(items), self._dim), dtype=np.float32)
         for row, text in enumerate(items):
             for feat, weight in self._features(text):
@@ -223,7 +214,7 @@ class MiniLMEmbedder:
             return self._model
 
     def encode(self, texts: Sequence[str]) -> Vector:
-        items = _check_texts(texts)
+        items = check_texts(texts)
         if not items:
             return np.zeros((0, self.dimension), dtype=np.float32)
         model = self._load()
@@ -281,7 +272,7 @@ class FunctionEmbedder:
         return self._dim
 
     def encode(self, texts: Sequence[str]) -> Vector:
-        items = _check_texts(texts)
+        items = check_texts(texts)
         dim = self.dimension
         if not items:
             return np.zeros((0, dim), dtype=np.float32)

@@ -12,7 +12,7 @@ import numpy as np
 from dhrag_core.embedding import Embedder, MiniLMEmbedder, l2_normalise
 from dhrag_core.records import Passage, Vector
 from dhrag_core.settings import Settings
-from dhrag_core.validation import clean_passage
+from dhrag_core.validation import check_k, clean_passage
 
 __all__ = ["FaissKnowledgeBase", "KnowledgeBase"]
 
@@ -97,8 +97,7 @@ class FaissKnowledgeBase:
 
     def search_vectors(self, queries: np.ndarray, k: int) -> list[list[Passage]]:
         """Batch search by query embeddings (one list of passages per row)."""
-        if isinstance(k, bool) or not isinstance(k, int) or k < 1:
-            raise ValueError(f"k must be an int >= 1, got {k!r}")
+        check_k(k)
         q = l2_normalise(queries)
         if not len(self.passages):
             return [[] for _ in range(q.shape[0])]

@@ -11,7 +11,7 @@ from typing import Any
 from dhrag_core.records import Passage
 
 __all__ = ["CLEANED_KEY", "check_k", "check_metadata", "check_session_id", "check_text",
-           "clean_json", "clean_passage", "clean_text"]
+           "check_texts", "clean_json", "clean_passage", "clean_text"]
 
 CLEANED_KEY = "dhrag_cleaned"
 """Passage metadata key saying what cleaning changed (shown in traces)."""
@@ -64,6 +64,18 @@ def check_k(k: Any) -> int:
     if k < 1:
         raise ValueError(f"k must be >= 1, got {k}")
     return k
+
+
+def check_texts(texts: Any) -> list[str]:
+    """``texts`` as a list if it is a sequence of str (one str is refused: it would be
+    embedded character by character), else ``TypeError`` naming the item."""
+    if isinstance(texts, str):
+        raise TypeError("texts must be a sequence of str, not one str; wrap it: [text]")
+    items = list(texts)
+    for i, t in enumerate(items):
+        if not isinstance(t, str):
+            raise TypeError(f"texts[{i}] must be str, got {type(t).__name__}")
+    return items
 
 
 def check_metadata(name: str, value: Any, *, max_chars: int) -> dict[str, Any]:

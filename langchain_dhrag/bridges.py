@@ -40,6 +40,7 @@ from dhrag_core import (
 )
 from dhrag_core.embedding import FunctionEmbedder
 from dhrag_core.llm import LLMError, Message
+from dhrag_core.validation import check_k, check_texts
 from langchain_dhrag._context import child_callbacks
 from langchain_dhrag.documents import document_to_passage
 
@@ -57,14 +58,6 @@ __all__ = [
 ]
 
 log = logging.getLogger(__name__)
-
-
-def _check_k(k: Any) -> int:
-    if isinstance(k, bool) or not isinstance(k, int):
-        raise TypeError(f"k must be an int >= 1, got {type(k).__name__}")
-    if k < 1:
-        raise ValueError(f"k must be >= 1, got {k}")
-    return k
 
 
 def _config() -> RunnableConfig:
@@ -124,7 +117,7 @@ class LangChainKnowledgeBase:
 
     def search(self, query: str, k: int) -> list[Passage]:
         """The passages for ``query``, best first (at most ``k``)."""
-        k = _check_k(k)
+        k = check_k(k)
         src = self.source
         if isinstance(src, VectorStore):
             try:
@@ -138,7 +131,7 @@ class LangChainKnowledgeBase:
 
     async def asearch(self, query: str, k: int) -> list[Passage]:
         """``search`` through the source's async API."""
-        k = _check_k(k)
+        k = check_k(k)
         src = self.source
         docs: list[Document]
         scores: list[float | None]
@@ -225,7 +218,7 @@ class LangChainVectorKnowledgeBase(LangChainKnowledgeBase):
 
     def search_vectors(self, vectors: np.ndarray, k: int) -> list[list[Passage]]:
         """The passages nearest each row of ``vectors``, best first (at most ``k`` each)."""
-        k = _check_k(k)
+        k = check_k(k)
         out = []
         for row in self._rows(vectors):
             if self._mmr:
@@ -238,7 +231,7 @@ class LangChainVectorKnowledgeBase(LangChainKnowledgeBase):
 
     async def asearch_vectors(self, vectors: np.ndarray, k: int) -> list[list[Passage]]:
         """``search_vectors`` through the store's async API."""
-        k = _check_k(k)
+        k = check_k(k)
         out = []
         for row in self._rows(vectors):
             if self._mmr:
@@ -344,16 +337,6 @@ def as_knowledge_base(knowledge: Any, embedder: Embedder | None = None) -> Knowl
 # -- embeddings ----------------------------------------------------------------------------
 
 
-def _check_texts(texts: Any) -> list[str]:
-    if isinstance(texts, str):
-        raise TypeError("texts must be a sequence of str, not one str; wrap it: [text]")
-    items = list(texts)
-    for i, t in enumerate(items):
-        if not isinstance(t, str):
-            raise TypeError(f"texts[{i}] must be str, got {type(t).__name__}")
-    return items
-
-
 class LangChainEmbedder(FunctionEmbedder):
     """Any LangChain ``Embeddings`` as a DH-RAG embedder (``Embedder`` protocol).
 
@@ -419,7 +402,7 @@ class DHRAGEmbeddings(Embeddings):
 
     def encode(self, texts: Sequence[str]) -> np.ndarray:
         """The embedder's ``(n, dimension)`` float32 matrix, cached vectors reused."""
-        items = _check_texts(texts)
+        items = check_texts(texts)
         if not self.cache_size:
             return self.embedder.encode(items)
         out = np.zeros((len(items), self.embedder.dimension), dtype=np.float32)
@@ -451,7 +434,7 @@ class DHRAGEmbeddings(Embeddings):
             embeddings.preload([p.text for p in kb.passages], kb.vectors)
             ```
         """
-        items = _check_texts(texts)
+        items = check_texts(texts)
         m = np.asarray(vectors, dtype=np.float32)
         if m.shape != (len(items), self.embedder.dimension):
             raise ValueError(
@@ -474,7 +457,7 @@ class DHRAGEmbeddings(Embeddings):
                 self._cache.popitem(last=False)
 
     def embed_documents(self, texts: list[str]) -> list[list[float]]:
-        items = _check_texts(texts)
+        items = check_texts(texts)
         if not items:
             return []
         out: list[list[float]] = self.encode(items).astype(float).tolist()

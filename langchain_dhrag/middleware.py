@@ -19,7 +19,7 @@ from langgraph.config import get_config
 from langgraph.runtime import Runtime
 
 from dhrag_core import DHRAG, Selection
-from dhrag_core.validation import check_session_id
+from dhrag_core.validation import check_k, check_session_id
 from langchain_dhrag._context import session_from_config
 from langchain_dhrag.documents import format_documents, format_history, selection_to_documents
 
@@ -82,11 +82,9 @@ class DHRAGMiddleware(AgentMiddleware[AgentState[Any], Any, Any]):
         super().__init__()
         if not isinstance(engine, DHRAG):
             raise TypeError(f"engine must be a dhrag_core.DHRAG, got {type(engine).__name__}")
-        if k is not None and (isinstance(k, bool) or not isinstance(k, int) or k < 1):
-            raise ValueError(f"k must be None or an int >= 1, got {k!r}")
         self.engine = engine
         self.session_id = None if session_id is None else check_session_id(session_id)
-        self.k = k
+        self.k = None if k is None else check_k(k)
         self.include_context = include_context
         self.current_turn_only = current_turn_only
         self.record_turns = record_turns

@@ -16,6 +16,7 @@ from pydantic import Field
 
 from dhrag_core import DHRAG, AddResult, Selection, Settings
 from dhrag_core.store import HistoryStore
+from dhrag_core.validation import check_k
 from langchain_dhrag._context import caller_context, session_from_config
 from langchain_dhrag.bridges import as_rewriter, knowledge_and_embedder
 from langchain_dhrag.documents import documents_to_passages, selection_to_documents
@@ -142,11 +143,7 @@ class DHRAGRetriever(BaseRetriever):
                 f"unexpected keyword argument(s) {sorted(extra)}; DHRAGRetriever accepts k "
                 "and session_id"
             )
-        k = self.k if k is None else k
-        if isinstance(k, bool) or not isinstance(k, int):
-            raise TypeError(f"k must be an int >= 1, got {type(k).__name__}")
-        if k < 1:
-            raise ValueError(f"k must be >= 1, got {k}")
+        k = check_k(self.k if k is None else k)
         if session_id is None:  # _get_relevant_documents called directly
             session_id = session_from_config(None, self.session_id, "DHRAGRetriever")
         return session_id, k

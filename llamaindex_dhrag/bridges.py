@@ -42,6 +42,7 @@ from dhrag_core import (
 from dhrag_core.embedding import FunctionEmbedder
 from dhrag_core.llm import LLMError, Message
 from dhrag_core.store import HistoryStore
+from dhrag_core.validation import check_k
 
 __all__ = [
     "DHRAGEmbedding",
@@ -60,25 +61,6 @@ log = logging.getLogger(__name__)
 TRACE_KEY = "dhrag"
 
 _SCALAR = (str, int, float, bool, type(None))
-
-
-def check_k(k: Any) -> int:
-    """``k`` if it is an int >= 1, else ``TypeError``/``ValueError`` naming ``k``."""
-    if isinstance(k, bool) or not isinstance(k, int):
-        raise TypeError(f"k must be an int >= 1, got {type(k).__name__}")
-    if k < 1:
-        raise ValueError(f"k must be >= 1, got {k}")
-    return k
-
-
-def _check_texts(texts: Any) -> list[str]:
-    if isinstance(texts, str):
-        raise TypeError("texts must be a sequence of str, not one str; wrap it: [text]")
-    items = list(texts)
-    for i, t in enumerate(items):
-        if not isinstance(t, str):
-            raise TypeError(f"texts[{i}] must be str, got {type(t).__name__}")
-    return items
 
 
 def passage_from_node(node: NodeWithScore) -> Passage:

@@ -36,8 +36,8 @@ from llama_index.core.tools import ToolOutput
 
 from dhrag_core import DHRAG, Embedder, QueryRewriter, Selection, Settings
 from dhrag_core.store import HistoryStore
-from dhrag_core.validation import check_session_id, check_text
-from llamaindex_dhrag.bridges import build_dhrag, check_k
+from dhrag_core.validation import check_k, check_session_id, check_text
+from llamaindex_dhrag.bridges import build_dhrag
 from llamaindex_dhrag.convert import (
     format_context,
     message_pairs,

@@ -21,8 +21,8 @@ from dhrag_core import (
     Settings,
 )
 from dhrag_core.store import HistoryStore
-from dhrag_core.validation import check_session_id
-from llamaindex_dhrag.bridges import build_dhrag, check_k, passage_from_node
+from dhrag_core.validation import check_k, check_session_id
+from llamaindex_dhrag.bridges import build_dhrag, passage_from_node
 from llamaindex_dhrag.convert import selection_to_nodes
 
 __all__ = ["DHRAGRetriever"]
