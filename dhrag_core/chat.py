@@ -32,6 +32,7 @@ from dhrag_core.llm import LLM, LLMError, Message, OpenAICompatibleLLM, llm_from
 from dhrag_core.llm_rewriting import LLMRewriter
 from dhrag_core.records import Passage, Selection, Turn
 from dhrag_core.store import PostgresStore, SQLiteStore, open_store, redact_dsn
+from dhrag_core.transcript import clip, describe_selected, exchanges, in_turn_order
 from dhrag_core.validation import check_k, check_session_id
 
 __all__ = [
@@ -103,11 +104,6 @@ def _plural(n: int, word: str) -> str:
     return f"{n} {word}" + ("" if n == 1 else "s")
 
 
-def _short(text: str, width: int) -> str:
-    text = " ".join(text.split())
-    return text if len(text) <= width else text[: width - 1] + "…"
-
-
 def _body(p: Passage) -> str:
     """Passage text without its heading line."""
     return p.text.split("\n", 1)[-1] if "\n" in p.text.strip() else p.text
@@ -148,12 +144,10 @@ class LLMAnswerer:
         """System prompt, the selected history as user/assistant turns, then context + question.
         """
         msgs: list[Message] = [{"role": "system", "content": ANSWER_SYSTEM_PROMPT}]
-        for s in sorted(selection.history, key=lambda s: s.turn.index):
-            msgs.append({"role": "user", "content": s.turn.query})
-            if s.turn.response.strip():
-                msgs.append({"role": "assistant", "content": s.turn.response})
+        msgs += [{"role": role, "content": text}
+                 for role, text in exchanges(in_turn_order(selection.history))]
         ctx = "\n\n".join(
-            f"[{i}] {p.title or p.id or 'passage'}: {_short(_body(p), self.max_passage_chars)}"
+            f"[{i}] {p.title or p.id or 'passage'}: {clip(_body(p), self.max_passage_chars)}"
             for i, p in enumerate(selection.passages[: self.passages], 1)
         )
         msgs.append({"role": "user",
@@ -211,7 +205,7 @@ class ChatSession:
             text = self.llm_answerer.answer(sel)
         except LLMError as exc:
             log.warning("%s", exc)
-            return self._extract(sel, note=f"LLM failed: {_short(str(exc), 160)}")
+            return self._extract(sel, note=f"LLM failed: {clip(str(exc), 160)}")
         shown = tuple(sel.passages[: self.llm_answerer.passages])
         return Reply(text, "llm", shown)
 
@@ -275,14 +269,8 @@ class ChatSession:
         lines = [f"trace of {sel.query!r}", f"  rewritten query: {sel.rewritten_query}"]
         if sel.history:
             lines.append("  selected history:")
-            for h in sel.history:
-                lines.append(
-                    f"    turn {h.turn.index + 1} {_short(h.turn.query, 60)!r} -> "
-                    f"{_short(h.turn.response, 50)!r}  weight={h.weight:.3f} "
-                    f"(relevance={h.relevance:.3f} recency={h.recency:.3f})  "
-                    f"cluster {h.cluster_id} [{h.cluster_label}]  chain {h.chain_id}  "
-                    f"via {'+'.join(h.via)}"
-                )
+            lines += ["    " + describe_selected(h, query_chars=60, response_chars=50)
+                      for h in sel.history]
         else:
             lines.append("  selected history: (none)")
         lines.append("  context:")

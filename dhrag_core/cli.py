@@ -26,18 +26,14 @@ from dhrag_core.ingest import status, warm_up
 from dhrag_core.records import Selection
 from dhrag_core.settings import Settings
 from dhrag_core.store import open_store, redact_dsn
+from dhrag_core.transcript import clip, describe_selected
 
 __all__ = ["main"]
 
 
-def _short(text: str, width: int = 90) -> str:
-    text = " ".join(text.split())
-    return text if len(text) <= width else text[: width - 1] + "…"
-
-
 def _label(sel: Selection) -> str:
     p = sel.context[0].passage
-    return _short(f"[{p.title}] {p.text.split(chr(10), 1)[-1]}", 40)
+    return clip(f"[{p.title}] {p.text.split(chr(10), 1)[-1]}", 40)
 
 
 def _print_turn(out: TextIO, n: int, sel: Selection, answer: str) -> None:
@@ -47,19 +43,14 @@ def _print_turn(out: TextIO, n: int, sel: Selection, answer: str) -> None:
     if sel.history:
         out.write("    history selected:\n")
         for h in sel.history:
-            out.write(
-                f"      turn {h.turn.index + 1} {_short(h.turn.query, 50)!r}  "
-                f"weight={h.weight:.2f} (relevance={h.relevance:.2f} recency={h.recency:.2f})"
-                f"  cluster {h.cluster_id} [{h.cluster_label}]  chain {h.chain_id}"
-                f"  via {'+'.join(h.via)}\n"
-            )
+            out.write(f"      {describe_selected(h, query_chars=50, digits=2)}\n")
     else:
         out.write("    history selected: (none)\n")
     out.write("    context:\n")
     for c in sel.context[:3]:
         out.write(f"      w={c.weight:.2f} {c.source:<7} [{c.passage.title}] "
-                  f"{_short(c.passage.text.split(chr(10), 1)[-1], 70)}\n")
-    out.write(f"    answer (extract, no LLM): {_short(answer, 150)}\n")
+                  f"{clip(c.passage.text.split(chr(10), 1)[-1], 70)}\n")
+    out.write(f"    answer (extract, no LLM): {clip(answer, 150)}\n")
 
 
 def run_demo(args: argparse.Namespace) -> int:
@@ -94,7 +85,7 @@ def run_demo(args: argparse.Namespace) -> int:
     out.write("\nTop passage per turn, DH-RAG vs the raw question alone (* where they differ):\n")
     for question, ours, theirs in tops:
         mark = "  " if ours == theirs else "* "
-        out.write(f"  {mark}{_short(question, 44):<45} dhrag: {ours:<40} raw: {theirs}\n")
+        out.write(f"  {mark}{clip(question, 44):<45} dhrag: {ours:<40} raw: {theirs}\n")
     stats = rag.history.stats(session)
     out.write(f"\nhistory: {stats['turns']} turns in {stats['clusters']} topic clusters, "
               f"{stats['chains']['chains']} chains; done in {time.perf_counter() - t0:.1f} s\n")

@@ -16,12 +16,12 @@ from dhrag_core.embedding import tokens
 from dhrag_core.llm import LLM, Message, OpenAICompatibleLLM
 from dhrag_core.records import SelectedTurn
 from dhrag_core.rewriting import LightRewriter, QueryRewriter, Rewrite, is_incomplete
+from dhrag_core.transcript import format_transcript
 
 __all__ = [
     "LLMRewriter",
     "clean_rewrite",
     "default_gate",
-    "format_history",
     "rewrite_messages",
 ]
 
@@ -45,28 +45,13 @@ def default_gate(query: str, history: Sequence[SelectedTurn], short_words: int =
     return bool(history) and len(query.split()) <= short_words
 
 
-def _clip(text: str, limit: int) -> str:
-    text = " ".join(text.split())
-    return text if len(text) <= limit else text[: limit - 1].rstrip() + "…"
-
-
-def format_history(history: Sequence[SelectedTurn], max_turn_chars: int = 600) -> str:
-    """The selected turns, oldest first, as ``User: ...`` / ``Assistant: ...`` lines (both
-    sides: an answer often names what the next question omits), each clipped."""
-    lines = []
-    for s in sorted(history, key=lambda s: s.turn.index):
-        lines.append(f"User: {_clip(s.turn.query, max_turn_chars)}")
-        if s.turn.response.strip():
-            lines.append(f"Assistant: {_clip(s.turn.response, max_turn_chars)}")
-    return "\n".join(lines)
-
-
 def rewrite_messages(
     query: str, history: Sequence[SelectedTurn], max_turn_chars: int = 600
 ) -> list[Message]:
-    """The chat messages asking for a standalone version of ``query`` (``format_history``
-    shows the selected turns)."""
-    convo = format_history(history, max_turn_chars) or "(no earlier turns)"
+    """The chat messages asking for a standalone version of ``query``: the selected turns as a
+    transcript (both sides: an answer often names what the next question omits), each text
+    clipped to ``max_turn_chars``."""
+    convo = format_transcript(history, max_chars=max_turn_chars) or "(no earlier turns)"
     user = (f"Conversation so far:\n{convo}\n\nLast question: {query.strip()}\n\n"
             "Standalone question:")
     return [{"role": "system", "content": SYSTEM_PROMPT}, {"role": "user", "content": user}]

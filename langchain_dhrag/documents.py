@@ -11,6 +11,7 @@ from langchain_core.documents import Document
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage
 
 from dhrag_core import Passage, SelectedTurn, Selection, Turn
+from dhrag_core.transcript import exchanges, format_transcript, in_turn_order
 
 __all__ = [
     "TRACE_KEY",
@@ -107,32 +108,20 @@ def format_documents(docs: Sequence[Document]) -> str:
     return "\n".join(lines)
 
 
-def _chronological(history: Sequence[SelectedTurn]) -> list[Turn]:
-    return [s.turn for s in sorted(history, key=lambda s: s.turn.index)]
-
-
 def turns_to_messages(turns: Iterable[Turn]) -> list[BaseMessage]:
-    """Each turn as a ``HumanMessage`` (its query) and an ``AIMessage`` (its response)."""
-    out: list[BaseMessage] = []
-    for t in turns:
-        out.append(HumanMessage(t.query))
-        if t.response:
-            out.append(AIMessage(t.response))
-    return out
+    """Each turn as a ``HumanMessage`` (its query) and an ``AIMessage`` (its response, when
+    not blank)."""
+    return [HumanMessage(text) if role == "user" else AIMessage(text)
+            for role, text in exchanges(turns)]
 
 
 def format_history(
     history: Sequence[SelectedTurn], *, human_prefix: str = "Human", ai_prefix: str = "AI"
 ) -> str:
     """Selected history turns as ``Human: ...`` / ``AI: ...`` lines, oldest first."""
-    lines = []
-    for t in _chronological(history):
-        lines.append(f"{human_prefix}: {t.query}")
-        if t.response:
-            lines.append(f"{ai_prefix}: {t.response}")
-    return "\n".join(lines)
+    return format_transcript(history, user=human_prefix, assistant=ai_prefix)
 
 
 def history_messages(history: Sequence[SelectedTurn]) -> list[BaseMessage]:
     """Selected history turns as messages, oldest first."""
-    return turns_to_messages(_chronological(history))
+    return turns_to_messages(in_turn_order(history))

@@ -36,6 +36,7 @@ from llama_index.core.tools import ToolOutput
 
 from dhrag_core import DHRAG, Embedder, QueryRewriter, Selection, Settings
 from dhrag_core.store import HistoryStore
+from dhrag_core.transcript import in_turn_order
 from dhrag_core.validation import check_k, check_session_id, check_text
 from llamaindex_dhrag.bridges import build_dhrag
 from llamaindex_dhrag.convert import (
@@ -266,7 +267,7 @@ class DHRAGChatEngine(BaseChatEngine):
             rewritten_query=selection.rewritten_query,
         )
         system = f"{self._system_prompt}\n\n{context}" if self._system_prompt else context
-        history = sorted((s.turn for s in selection.history), key=lambda t: t.index)
+        history = in_turn_order(selection.history)
         return [
             ChatMessage(role=self._llm.metadata.system_role, content=system),
             *turns_to_messages(history),

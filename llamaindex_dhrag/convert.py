@@ -17,6 +17,7 @@ from llama_index.core.base.llms.types import ChatMessage, MessageRole
 from llama_index.core.schema import NodeWithScore, TextNode
 
 from dhrag_core import SelectedTurn, Selection, Turn
+from dhrag_core.transcript import exchanges
 from llamaindex_dhrag.bridges import TRACE_KEY
 
 __all__ = [
@@ -112,13 +113,10 @@ def message_text(message: ChatMessage) -> str:
 
 
 def turns_to_messages(turns: Sequence[Turn]) -> list[ChatMessage]:
-    """Stored turns as alternating user/assistant messages, in the given order."""
-    out: list[ChatMessage] = []
-    for t in turns:
-        out.append(ChatMessage(role=MessageRole.USER, content=t.query))
-        if t.response:
-            out.append(ChatMessage(role=MessageRole.ASSISTANT, content=t.response))
-    return out
+    """Stored turns as user/assistant messages, in the given order (a blank response is left
+    out)."""
+    roles = {"user": MessageRole.USER, "assistant": MessageRole.ASSISTANT}
+    return [ChatMessage(role=roles[role], content=text) for role, text in exchanges(turns)]
 
 
 def message_pairs(messages: Sequence[ChatMessage]) -> list[tuple[str, str]]:

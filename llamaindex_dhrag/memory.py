@@ -16,6 +16,7 @@ from llama_index.core.bridge.pydantic import Field, field_validator
 from llama_index.core.memory.memory import BaseMemoryBlock
 
 from dhrag_core import DHRAG, HistoryDatabase, SelectedTurn
+from dhrag_core.transcript import exchanges
 from dhrag_core.validation import check_session_id
 from llamaindex_dhrag.convert import message_pairs, message_text
 
@@ -113,9 +114,10 @@ class DHRAGMemoryBlock(BaseMemoryBlock[str]):
         weight."""
         lines = [self.header]
         for s in selected:
-            lines.append(f"- turn {s.turn.index + 1} (weight {s.weight:.2f}) User: {s.turn.query}")
-            if s.turn.response:
-                lines.append(f"  Assistant: {s.turn.response[: self.max_response_chars]}")
+            for role, text in exchanges([s.turn]):
+                lines.append(
+                    f"- turn {s.turn.index + 1} (weight {s.weight:.2f}) User: {text}"
+                    if role == "user" else f"  Assistant: {text[: self.max_response_chars]}")
         return "\n".join(lines)
 
     async def _aget(
