@@ -23,7 +23,7 @@ from dhrag_core.hierarchy import topic_vector
 from dhrag_core.history import AddResult, HistoryDatabase
 from dhrag_core.integration import Candidate, integrate
 from dhrag_core.knowledge import KnowledgeBase
-from dhrag_core.records import ContextItem, Passage, SelectedTurn, Selection, Vector
+from dhrag_core.records import ContextItem, Passage, SelectedTurn, Selection, Turn, Vector
 from dhrag_core.rewriting import LightRewriter, QueryRewriter, Rewrite, expand_vector
 from dhrag_core.settings import Settings
 from dhrag_core.store import HistoryStore
@@ -145,15 +145,16 @@ class DHRAG:
         cfg = self.settings
         k = cfg.context_k if k is None else check_k(k)
         timer = StageTimer()
-        qv, history = self._match(session_id, query, timer)
+        qv, threads = self._match(session_id, query, timer)
+        history = threads[0]
         with timer("rewrite_s"):
             rewrite = self._rewrite(query, history)
         with timer("expand_s"):
-            search_vec = self._search_vector(query, qv, rewrite, history)
+            search = self._search_vectors(query, qv, rewrite, threads)
         with timer("kb_s"):
-            kb = self._search_kb(rewrite.text, search_vec)
+            kb = self._search_kb(rewrite.text, search)
         return self._keep_pending(
-            self._integrate(session_id, query, rewrite, qv, search_vec, history, kb, k, timer)
+            self._integrate(session_id, query, rewrite, qv, search, history, kb, k, timer)
         )
 
     async def aselect(self, session_id: str, query: str, k: int | None = None) -> Selection:
@@ -168,28 +169,32 @@ class DHRAG:
         check_session_id(session_id)
         k = self.settings.context_k if k is None else check_k(k)
         timer = StageTimer()
-        qv, history = await asyncio.to_thread(self._match, session_id, query, timer)
+        qv, threads = await asyncio.to_thread(self._match, session_id, query, timer)
+        history = threads[0]
         with timer("rewrite_s"):
             rewrite = await self._arewrite(query, history)
         with timer("expand_s"):
-            search_vec = await asyncio.to_thread(
-                self._search_vector, query, qv, rewrite, history
+            search = await asyncio.to_thread(
+                self._search_vectors, query, qv, rewrite, threads
             )
         with timer("kb_s"):
-            kb = await self._asearch_kb(rewrite.text, search_vec)
+            kb = await self._asearch_kb(rewrite.text, search)
         selection = await asyncio.to_thread(
-            self._integrate, session_id, query, rewrite, qv, search_vec, history, kb, k, timer
+            self._integrate, session_id, query, rewrite, qv, search, history, kb, k, timer
         )
         return self._keep_pending(selection)
 
     def _match(
         self, session_id: str, query: str, timer: StageTimer
-    ) -> tuple[Vector, list[SelectedTurn]]:
+    ) -> tuple[Vector, list[list[SelectedTurn]]]:
+        """The query vector and the selections inside the candidate threads (T*'s first)."""
         with timer("encode_s"):
             qv = self.history.encode_query(query)
         with timer("history_s"):
-            history = self.history.select(session_id, qv)
-        return qv, history
+            threads = self.history.select_threads(
+                session_id, qv, self.settings.thread_variants if self.settings.use_rewrite else 1
+            )
+        return qv, threads
 
     async def _arewrite(self, query: str, history: Sequence[SelectedTurn]) -> Rewrite:
         if not self.settings.use_rewrite or not history:
@@ -205,64 +210,72 @@ class DHRAG:
             return Rewrite(query)
         return self.rewriter.rewrite(query, history)
 
-    def _search_vector(
-        self, query: str, qv: Vector, rewrite: Rewrite, history: Sequence[SelectedTurn]
+    def _search_vectors(
+        self, query: str, qv: Vector, rewrite: Rewrite, threads: Sequence[Sequence[SelectedTurn]]
     ) -> Vector:
-        """The expanded query vector: the query moved toward the selected turns by their weights.
+        """The query vectors to search with, one per row, the expanded query first.
 
-        Its base is the rewritten query's embedding when ``rewrite_vector`` is set or the
+        The expanded query moves the query toward the turns selected in T* by their weights;
+        its base is the rewritten query's embedding when ``rewrite_vector`` is set or the
         knowledge base is searched by text (it then ranked by the rewritten text, and the
-        integration must score with the same query), else the raw query's.
+        integration must score with the same query), else the raw query's. Searched by vector,
+        the query expanded inside each runner-up thread follows (``thread_variants``), and the
+        raw query (``search_raw_query``): when T* is a wrong guess, the right thread or the
+        query alone still ranks its passages.
         """
         cfg = self.settings
         if not cfg.use_rewrite:
-            return qv
+            return qv[None, :]
         base = qv
         by_text = not callable(getattr(self.knowledge, "search_vectors", None))
         if (cfg.rewrite_vector or by_text) and rewrite.text != query:
             base = self.history.encode_query(rewrite.text)
-        return expand_vector(
-            base, history, cfg.expansion,
-            lambda t: topic_vector(t, cfg.topic_answer_weight, cfg.topic_passage_weight),
-        )
 
-    def _search_kb(self, text: str, vector: Vector) -> list[Passage]:
+        def topic(t: Turn) -> Vector:
+            return topic_vector(t, cfg.topic_answer_weight, cfg.topic_passage_weight)
+
+        rows = [expand_vector(base, threads[0], cfg.expansion, topic)]
+        if not by_text and threads[0]:
+            rows += [expand_vector(qv, h, cfg.expansion, topic) for h in threads[1:] if h]
+            if cfg.search_raw_query:
+                rows.append(qv)
+        return np.stack(rows).astype(np.float32, copy=False)
+
+    def _search_kb(self, text: str, vectors: Vector) -> list[Passage]:
         k = self.settings.kb_k
         search_vectors = getattr(self.knowledge, "search_vectors", None)
         if callable(search_vectors):
-            found: list[Passage] = search_vectors(vector[None, :], k)[0]
-            return found
+            return _union(search_vectors(vectors, k))
         return list(self.knowledge.search(text, k))
 
-    async def _asearch_kb(self, text: str, vector: Vector) -> list[Passage]:
+    async def _asearch_kb(self, text: str, vectors: Vector) -> list[Passage]:
         k, kb = self.settings.kb_k, self.knowledge
         if callable(getattr(kb, "search_vectors", None)):
             asearch_vectors = getattr(kb, "asearch_vectors", None)
             if inspect.iscoroutinefunction(asearch_vectors):
-                rows: list[list[Passage]] = await asearch_vectors(vector[None, :], k)
-                return list(rows[0])
-            return await asyncio.to_thread(self._search_kb, text, vector)
+                return _union(await asearch_vectors(vectors, k))
+            return await asyncio.to_thread(self._search_kb, text, vectors)
         asearch = getattr(kb, "asearch", None)
         if inspect.iscoroutinefunction(asearch):
             return list(await asearch(text, k))
-        return await asyncio.to_thread(self._search_kb, text, vector)
+        return await asyncio.to_thread(self._search_kb, text, vectors)
 
     def _integrate(
-        self, session_id: str, query: str, rewrite: Rewrite, qv: Vector, search_vec: Vector,
+        self, session_id: str, query: str, rewrite: Rewrite, qv: Vector, search: Vector,
         history: Sequence[SelectedTurn], kb: Sequence[Passage], k: int, timer: StageTimer,
     ) -> Selection:
         with timer("encode_s"):
             vectors = self._passage_vectors(kb)
         with timer("integrate_s"):
-            context = self._context(search_vec, history, kb, vectors, k)
+            context = self._context(search, history, kb, vectors, k)
         return Selection(
             session_id=session_id, query=query, rewritten_query=rewrite.text,
             history=tuple(history), context=tuple(context), query_vector=qv,
-            search_vector=search_vec, timings=dict(timer),
+            search_vector=search[0], search_vectors=tuple(search), timings=dict(timer),
         )
 
     def _context(
-        self, search_vec: Vector, history: Sequence[SelectedTurn], kb: Sequence[Passage],
+        self, search: Vector, history: Sequence[SelectedTurn], kb: Sequence[Passage],
         vectors: Sequence[Vector], k: int,
     ) -> list[ContextItem]:
         cfg = self.settings
@@ -273,7 +286,7 @@ class DHRAG:
                 for i, p in enumerate(s.turn.passages)
             )
         return integrate(
-            search_vec, candidates, k, matrix=self.integration_matrix,
+            search, candidates, k, matrix=self.integration_matrix,
             temperature=cfg.temperature, history_bonus=cfg.history_bonus,
             answer_bonus=cfg.answer_bonus,
             weighted=cfg.use_integration,
@@ -368,3 +381,15 @@ class DHRAG:
         self.history.delete_session(session_id)
         with self._pending_lock:
             self._pending.pop(session_id, None)
+
+
+def _union(rows: Sequence[Sequence[Passage]]) -> list[Passage]:
+    """The passages of several result lists, each once (first seen kept), in list order."""
+    seen: set[str] = set()
+    out: list[Passage] = []
+    for row in rows:
+        for p in row:
+            if p.key not in seen:
+                seen.add(p.key)
+                out.append(p)
+    return out

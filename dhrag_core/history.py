@@ -43,6 +43,9 @@ from dhrag_core.validation import (
 
 __all__ = ["AddResult", "HistoryDatabase"]
 
+_Threads = tuple[list[tuple[int, float]], list[TreeMatch]]
+"""Thread ids with their relevance, T* first; and the tree matches of the query."""
+
 log = logging.getLogger(__name__)
 
 _MAX_RETRIES = 50  # optimistic writes under contention: retried with jittered backoff
@@ -82,8 +85,9 @@ class _Session:
         self.slot_time = np.zeros(0, dtype=np.float64)
         self.tree = SessionTree(self.dimension, self.settings)
         self._last: tuple[bytes, int, np.ndarray, np.ndarray] | None = None
-        self.thread_memo: tuple[bytes, int, tuple[int, float, list[TreeMatch]]] | None = None
-        """T* of the last query at the last version: ``add`` reuses what ``select`` found."""
+        self.thread_memo: tuple[bytes, int, _Threads] | None = None
+        """Threads of the last query at the last version: ``add`` reuses what ``select``
+        found."""
 
     def similarities(self, qv: Vector) -> tuple[np.ndarray, np.ndarray]:
         """Slots and query similarities of every turn, remembered for the same query and
@@ -432,7 +436,7 @@ class HistoryDatabase:
         cfg = self.settings
         if not cfg.use_chains or cfg.thread_link is None or not s.tree.chains.chains:
             return None
-        thread, relevance, _ = self._thread_of(s, qv)
+        thread, relevance = self._thread_of(s, qv)
         return thread if relevance >= cfg.thread_link else None
 
     def _near_duplicate(
@@ -536,21 +540,40 @@ class HistoryDatabase:
         weighed like the update rule, ``alpha * relevance + (1 - alpha) * recency``, and the
         ``history_turns`` best are kept. The ablation switches of ``Settings`` apply here.
         """
+        return self.select_threads(session_id, query, 1)[0]
+
+    def select_threads(
+        self, session_id: str, query: str | Vector, n: int
+    ) -> list[list[SelectedTurn]]:
+        """``select`` inside each of the ``n`` threads the query most likely continues.
+
+        The first list is ``select``'s (inside T*); the others select the same way inside the
+        runner-up threads, best first, so a caller can hedge when the thread is uncertain.
+        Without chains (``use_chains=False``) or history there is one list.
+        """
         check_session_id(session_id)
+        check_k(n, "n")
         qv = self._query_vector(query)
         s = self._session(session_id)
         with s.lock:
             if not s.turns:
-                return []
-            return self._select_locked(s, qv)
+                return [[]]
+            if not self.settings.use_chains:
+                return [self._select_flat(s, qv)]
+            if not s.tree.chains.chains:
+                return [[]]
+            threads, matches = self._threads_of(s, qv)
+            return [self._select_in_thread(s, qv, t, matches) for t, _ in threads[:n]]
 
-    def _select_locked(self, s: _Session, qv: Vector) -> list[SelectedTurn]:
-        if self.settings.use_chains:
-            return self._select_in_thread(s, qv)
-        return self._select_flat(s, qv)
+    def _thread_of(self, s: _Session, qv: Vector) -> tuple[int, float]:
+        """T*, the chain (thread) the query continues, and its relevance."""
+        return self._threads_of(s, qv)[0][0]
 
-    def _thread_of(self, s: _Session, qv: Vector) -> tuple[int, float, list[TreeMatch]]:
-        """T*, the chain (thread) the query continues, its relevance, and the tree matches.
+    def _threads_of(
+        self, s: _Session, qv: Vector
+    ) -> _Threads:
+        """Chains (threads) by how well the query continues them, T* first, with their
+        relevance; and the tree matches.
 
         A chain's relevance is its best matched turn's (or its centroid's) similarity to the
         query; chains active lately get ``thread_recency`` more, so an elliptical follow-up,
@@ -570,24 +593,26 @@ class HistoryDatabase:
             matched[cid] = max(matched.get(cid, -1.0), m.similarity)
         slots, rel, last = chains.relevance(qv, matched)
         bonus = cfg.thread_recency if cfg.use_recency else 0.0
-        best = int(np.argmax(scoring.thread_score(rel, s.next_index - last, bonus,
-                                                  cfg.thread_half_life)))
+        score = scoring.thread_score(rel, s.next_index - last, bonus, cfg.thread_half_life)
+        order = [int(i) for i in np.argsort(-score, kind="stable")]
         current = chains.of.get(s.latest) if s.latest is not None else None
+        best = order[0]
         if (cfg.thread_switch is not None and current is not None
                 and chains.at_slot(int(slots[best])) != current
                 and rel[best] < cfg.thread_switch):
-            best = chains.position(slots, current)
-        found = chains.at_slot(int(slots[best])), float(rel[best]), matches
+            stay = chains.position(slots, current)
+            order.remove(stay)
+            order.insert(0, stay)
+        found = [(chains.at_slot(int(slots[i])), float(rel[i])) for i in order], matches
         s.thread_memo = (key, s.version, found)
         return found
 
-    def _select_in_thread(self, s: _Session, qv: Vector) -> list[SelectedTurn]:
-        """DH-RAG selection inside T*: the thread's matched turns, its best turn and its latest,
+    def _select_in_thread(
+        self, s: _Session, qv: Vector, thread: int, matches: Sequence[TreeMatch]
+    ) -> list[SelectedTurn]:
+        """DH-RAG selection inside ``thread``: its matched turns, its best turn and its latest,
         with recency counted in turns of that thread (other threads' turns do not age it)."""
         cfg = self.settings
-        if not s.tree.chains.chains:
-            return []
-        thread, _, matches = self._thread_of(s, qv)
         chains = s.tree.chains
         via: dict[str, list[str]] = {}
         for m in matches:

@@ -60,15 +60,17 @@ def integrate(
 ) -> list[ContextItem]:
     """The ``k`` best candidates as context items, de-duplicated by passage id (or text).
 
-    With ``weighted=False`` (the no-integration ablation) candidates are ranked by plain
-    cosine similarity, with no ``W`` and no history term.
+    ``query`` may hold several query vectors, one per row: a candidate then scores by its best
+    match among them. With ``weighted=False`` (the no-integration ablation) candidates are
+    ranked by plain cosine similarity, with no ``W`` and no history term.
     """
     if not candidates:
         return []
     d = np.stack([c.vector for c in candidates]).astype(np.float32)
-    sims = d @ query
-    q = query if matrix is None or not weighted else (matrix.T @ query).astype(np.float32)
-    bilinear = d @ q
+    queries = np.atleast_2d(query)
+    sims = (d @ queries.T).max(axis=1)
+    q = queries if matrix is None or not weighted else (queries @ matrix).astype(np.float32)
+    bilinear = (d @ q.T).max(axis=1)
     hist = np.array([c.selected.weight if c.selected is not None else 0.0 for c in candidates])
     used = np.array([_answer_support(c) for c in candidates])
     extra = history_bonus * hist + answer_bonus * hist * used

@@ -131,6 +131,9 @@ class Selection:
     timings: Mapping[str, float] = field(default_factory=dict, repr=False, compare=False)
     """Seconds per stage: ``encode_s``, ``history_s`` (matching), ``rewrite_s``, ``expand_s``,
     ``kb_s`` (knowledge-base search), ``integrate_s``."""
+    search_vectors: tuple[Vector, ...] = field(default=(), repr=False, compare=False)
+    """Every query vector the knowledge base was searched with, ``search_vector`` first (the
+    runner-up threads' expanded queries and the raw query follow; ``Settings.thread_variants``)."""
 
     @property
     def passages(self) -> list[Passage]:

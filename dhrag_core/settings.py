@@ -74,6 +74,11 @@ class Settings:
         thread_switch: Leaving the thread of the latest turn for another needs a relevance of
             at least this to the other thread (a new topic, matching nothing well, stays put);
             ``None``: the best thread score decides alone.
+        thread_variants: Threads whose reconstructed query searches the knowledge base: T* and
+            the runner-ups by thread score. Each passage counts by its best match over these
+            queries, so a wrong guess of T* costs less (1: T* only).
+        search_raw_query: The raw query is searched too, as one more of those queries (a new
+            topic, which no thread continues, keeps its own ranking).
         use_clustering: Match through topic clusters (off: every summary node is scored).
         use_hierarchy: Beam search cluster -> summary -> turn (off: scan every turn).
         use_chains: Select inside the thread T* with thread-local recency (off: select over
@@ -118,6 +123,8 @@ class Settings:
     thread_half_life: float = 2.0
     thread_link: float | None = 0.3
     thread_switch: float | None = 0.2
+    thread_variants: int = 3
+    search_raw_query: bool = False
     use_clustering: bool = True
     use_hierarchy: bool = True
     use_chains: bool = True
@@ -141,7 +148,7 @@ class Settings:
         for name in ("cluster_threshold", "cluster_min_quality", "chain_threshold"):
             _check_range(name, getattr(self, name), -1.0, 1.0)
         for name in ("cluster_merge_every", "summary_size", "tree_clusters", "tree_summaries",
-                     "tree_turns", "history_turns", "kb_k", "context_k"):
+                     "tree_turns", "history_turns", "kb_k", "context_k", "thread_variants"):
             _check_range(name, getattr(self, name), 1, 10**6, integer=True)
         _check_range("min_tree_turns", self.min_tree_turns, 0, 10**9, integer=True)
         _check_range("expansion", self.expansion, 0.0, 100.0)
@@ -160,7 +167,8 @@ class Settings:
         if self.relevance not in ("query", "topic", "max"):
             raise ValueError(f"relevance must be 'query', 'topic' or 'max', got {self.relevance!r}")
         for f in fields(self):
-            if f.name.startswith("use_") and not isinstance(getattr(self, f.name), bool):
+            if ((f.name.startswith("use_") or f.name == "search_raw_query")
+                    and not isinstance(getattr(self, f.name), bool)):
                 raise TypeError(f"{f.name} must be a bool, got {getattr(self, f.name)!r}")
 
     def with_(self, **changes: Any) -> Settings:

@@ -57,12 +57,12 @@ def check_session_id(value: Any) -> str:
                       fix="use a shorter id, e.g. a hash of it")
 
 
-def check_k(k: Any) -> int:
+def check_k(k: Any, name: str = "k") -> int:
     """A result count: an int >= 1."""
     if isinstance(k, bool) or not isinstance(k, int):
-        raise TypeError(f"k must be an int >= 1, got {type(k).__name__}")
+        raise TypeError(f"{name} must be an int >= 1, got {type(k).__name__}")
     if k < 1:
-        raise ValueError(f"k must be >= 1, got {k}")
+        raise ValueError(f"{name} must be >= 1, got {k}")
     return k
 
 

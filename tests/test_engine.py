@@ -87,6 +87,39 @@ def test_integration_matrix_changes_the_ranking() -> None:
     assert items[0].passage.id == "b"
 
 
+def test_integration_scores_each_candidate_by_its_best_query() -> None:
+    q, other = np.eye(4, dtype=np.float32)[0], np.eye(4, dtype=np.float32)[2]
+    vecs = l2_normalise(np.array([[1.0, 0.5, 0, 0], [0, 0, 1.0, 0]]))
+    cands = [Candidate(Passage("a", id="a"), vecs[0], "kb"),
+             Candidate(Passage("b", id="b"), vecs[1], "kb")]
+    alone = integrate(q, cands, 10, temperature=0.1)
+    both = integrate(np.stack([q, other]), cands, 10, temperature=0.1)
+    assert [i.passage.id for i in alone] == ["a", "b"]
+    assert [i.passage.id for i in both] == ["b", "a"], "b matches the second query best"
+    assert both[0].similarity == pytest.approx(1.0)
+    assert both[1].similarity == pytest.approx(float(vecs[0] @ q))
+
+
+@pytest.mark.parametrize("variants", [1, 2])
+def test_the_knowledge_base_is_searched_inside_each_candidate_thread(variants: int) -> None:
+    emb = HashingEmbedder()
+    rag = DHRAG(FaissKnowledgeBase(KB, emb), embedder=emb,
+                settings=Settings(thread_variants=variants, kb_k=1, context_k=4))
+    for q, a in [("What is the Great Wall of China built of?", "Stone, brick and earth."),
+                 ("Where do guinea pigs sleep in the wild?", "In burrows.")]:
+        rag.record("u", q, a, selection=rag.select("u", q))
+    sel = rag.select("u", "Tell me more")
+    assert len(sel.search_vectors) == variants
+    assert np.array_equal(sel.search_vectors[0], sel.search_vector)
+    # kb_k=1: one passage per searched query vector
+    assert len({c.passage.id for c in sel.context if c.source == "kb"}) == variants
+    raw = DHRAG(FaissKnowledgeBase(KB, emb), embedder=emb,
+                settings=Settings(thread_variants=variants, search_raw_query=True))
+    raw.record("u", "What is the Great Wall of China built of?", "Stone.")
+    last = raw.select("u", "How long is it?").search_vectors[-1]
+    assert np.allclose(last, emb.encode(["How long is it?"])[0])
+
+
 def test_select_then_record_updates_history_and_traces(rag: DHRAG) -> None:
     s1 = rag.select("u", "What is the Great Wall of China built of?")
     assert s1.history == () and s1.rewritten_query == s1.query
