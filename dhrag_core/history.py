@@ -730,6 +730,12 @@ class HistoryDatabase:
                 "comparisons": s.tree.comparisons,
             }
 
+    def comparisons(self, session_id: str) -> int:
+        """Vectors the session's history matching has compared with queries so far: a
+        counter read in O(1), unlike ``stats``."""
+        check_session_id(session_id)
+        return int(self._session(session_id).tree.comparisons)
+
     def search_passages(
         self, session_id: str, query: str | Vector, k: int = 5
     ) -> list[PassageHit]:

@@ -254,9 +254,11 @@ def test_tree_switches_change_what_matching_compares(switch: str, clock: FakeClo
     counts = []
     for on in (True, False):
         db = _many_topics(base.with_(**{switch: on}), clock)
-        before = db.stats("s")["comparisons"]
+        before = db.comparisons("s")
+        assert before == db.stats("s")["comparisons"]
         db.select("s", "query")
-        counts.append(db.stats("s")["comparisons"] - before)
+        counts.append(db.comparisons("s") - before)
+        assert db.comparisons("s") == db.stats("s")["comparisons"]
     assert counts[0] != counts[1]
     if switch == "use_hierarchy":
         assert counts[1] == 40  # flat: every turn
