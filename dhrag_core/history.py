@@ -48,6 +48,7 @@ log = logging.getLogger(__name__)
 _MAX_RETRIES = 50  # optimistic writes under contention: retried with jittered backoff
 _SUMMARY_CACHE = 512
 _CHAIN_WINDOW = 64
+_PUT_CHUNK = 4096  # turns indexed per batch on a bulk load
 
 
 @dataclass(frozen=True)
@@ -118,13 +119,19 @@ class _Session:
             if old is not None:
                 self.passages.remove([(old.turn_id, i) for i in range(len(old.passages))])
             self.turns[turn.turn_id] = turn
-        self.queries.add([t.turn_id for t in turns], np.stack([t.query_vector for t in turns]))
-        with_passages = [t for t in turns if t.passages]
-        if with_passages:
-            self.passages.add(
-                [(t.turn_id, i) for t in with_passages for i in range(len(t.passages))],
-                np.concatenate([t.passage_vectors for t in with_passages]),
-            )
+        if len(turns) > _PUT_CHUNK:  # a bulk load: allocate once, copy without a full stack
+            self.queries.reserve(self.queries.n_slots + len(turns))
+            self.passages.reserve(self.passages.n_slots + sum(len(t.passages) for t in turns))
+        for at in range(0, len(turns), _PUT_CHUNK):
+            chunk = turns[at : at + _PUT_CHUNK]
+            self.queries.add([t.turn_id for t in chunk],
+                             np.stack([t.query_vector for t in chunk]))
+            with_passages = [t for t in chunk if t.passages]
+            if with_passages:
+                self.passages.add(
+                    [(t.turn_id, i) for t in with_passages for i in range(len(t.passages))],
+                    np.concatenate([t.passage_vectors for t in with_passages]),
+                )
         n = self.queries.n_slots
         if self.slot_index.size < n:
             size = max(2 * self.slot_index.size, n)

@@ -347,3 +347,31 @@ def test_group_rows_stay_in_step_with_members_through_inserts_and_deletes() -> N
             buf.delete(at)
         expected = np.stack(rows) if rows else np.zeros((0, 4), np.float32)
         assert np.array_equal(buf.view(), expected), step
+
+
+def test_vector_index_matches_a_brute_force_scan_through_growth_reuse_and_reserve() -> None:
+    from dhrag_core.index import VectorIndex
+
+    rng = np.random.default_rng(3)
+    index: VectorIndex[int] = VectorIndex(16)
+    truth: dict[int, np.ndarray] = {}
+    for step in range(60):
+        keys = [int(k) for k in rng.integers(0, 200, 5)]
+        vecs = rng.standard_normal((5, 16)).astype(np.float32)
+        if step == 30:
+            index.reserve(index.n_slots + 500)
+        index.add(keys, vecs)
+        truth.update(zip(keys, vecs, strict=True))
+        gone = [k for k in truth if rng.random() < 0.1]
+        index.remove(gone)
+        for k in gone:
+            del truth[k]
+    assert len(index) == len(truth) and index.n_slots <= 200
+    q = rng.standard_normal(16).astype(np.float32)
+    slots, sims = index.similarities(q)
+    got = {index.key_at(int(s)): float(v) for s, v in zip(slots, sims, strict=True)}
+    assert got.keys() == truth.keys()
+    for k, v in truth.items():
+        assert got[k] == pytest.approx(float(v @ q), abs=1e-4)
+    best = max(truth, key=lambda k: float(truth[k] @ q))
+    assert index.search(q, 1)[0][0] == best
