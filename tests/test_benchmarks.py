@@ -659,3 +659,22 @@ def test_cross_validation_scores_each_fold_with_the_setting_best_elsewhere() -> 
     # with one setting the cross-validated figure is its mean
     assert cross_validate({"a": scores["a"]}, 3) == pytest.approx(2 / 3)
     assert fold_of("conversation-1", 5) == fold_of("conversation-1", 5) in range(5)
+
+
+def test_answer_variants_store_the_answer_vector_they_name() -> None:
+    from benchmarks.answer_variants import _variant
+    from dhrag_core import HashingEmbedder, HistoryDatabase, Settings
+
+    emb = HashingEmbedder()
+    passages = [Passage("the governor built the mosque"), Passage("bond coupons")]
+    answer = "The governor built it."
+    stored = {}
+    for mode in ("none", "chars8", "top"):
+        db = HistoryDatabase(embedder=emb, settings=Settings(answer_vector="encode"))
+        db._encode_turn = _variant(db, mode)  # type: ignore[method-assign]
+        stored[mode] = db.add("s", "Who built it?", passages, answer).turn
+    assert stored["none"].response_vector is None
+    np.testing.assert_allclose(stored["chars8"].response_vector, emb.encode([answer[:8]])[0],
+                               atol=1e-6)
+    np.testing.assert_allclose(stored["top"].response_vector,
+                               stored["top"].passage_vectors[0], atol=1e-6)
