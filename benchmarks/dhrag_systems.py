@@ -87,7 +87,7 @@ class DHRAGSystem:
         return self._selection.passages
 
     def _compared(self) -> int:
-        return int(self.engine.history.stats(self.session)["comparisons"])
+        return self.engine.history.comparisons(self.session)
 
     def observe(self, question: str, passages: list[Passage], answer: str) -> None:
         sel = self._selection if self._selection and self._selection.query == question else None

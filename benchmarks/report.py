@@ -345,8 +345,9 @@ def plot_depth(summary: Mapping[str, Any], path: Path) -> Path:
 
 
 def plot_scaling(rows: Sequence[Mapping[str, Any]], path: Path) -> Path:
-    """Log-log plot of history work per turn (p50, p95) and of the naive baseline's p50
-    against the number of stored triples; ``rows`` are the micro-benchmark's rows."""
+    """Log-log plot of history work per turn (p50, p95) against the number of stored triples,
+    with the naive baseline's, and (when the rows have it) peak RSS beside it; ``rows`` are
+    the micro-benchmark's rows."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -354,13 +355,19 @@ def plot_scaling(rows: Sequence[Mapping[str, Any]], path: Path) -> Path:
 
     rows = sorted(rows, key=lambda r: r["triples"])
     xs = [r["triples"] for r in rows]
-    fig, ax = plt.subplots(figsize=(7, 4.5))
+    with_rss = all("naive_peak_rss_mib" in r for r in rows)
+    fig, axes = plt.subplots(1, 2 if with_rss else 1, figsize=(12 if with_rss else 7, 4.5),
+                             squeeze=False)
+    ax = axes[0][0]
     ax.plot(xs, [r["turn_p50_ms"] for r in rows], marker="o", label="dhrag history work, p50")
     ax.plot(xs, [r["turn_p95_ms"] for r in rows], marker="o", linestyle="--",
             label="dhrag history work, p95")
     if all("naive_turn_p50_ms" in r for r in rows):
         ax.plot(xs, [r["naive_turn_p50_ms"] for r in rows], marker="s", linestyle=":",
-                color="grey", label="naive list scan, p50")
+                color="grey", label="naive (preallocated matrix, argpartition), p50")
+    if all("naive_turn_p95_ms" in r for r in rows):
+        ax.plot(xs, [r["naive_turn_p95_ms"] for r in rows], marker="s", linestyle="-.",
+                color="silver", label="naive, p95")
     ax.set_xscale("log")
     ax.set_yscale("log")
     ax.set_xlabel("stored triples (session at capacity: every turn also evicts)")
@@ -368,6 +375,17 @@ def plot_scaling(rows: Sequence[Mapping[str, Any]], path: Path) -> Path:
     ax.set_title("History work per turn vs history size")
     ax.grid(alpha=0.3, which="both")
     ax.legend(fontsize=8)
+    if with_rss:
+        ax = axes[0][1]
+        ax.plot(xs, [r["peak_rss_mib"] for r in rows], marker="o", label="dhrag")
+        ax.plot(xs, [r["naive_peak_rss_mib"] for r in rows], marker="s", linestyle=":",
+                color="grey", label="naive")
+        ax.set_xscale("log")
+        ax.set_xlabel("stored triples")
+        ax.set_ylabel("peak RSS, MiB (model loaded)")
+        ax.set_title("Peak resident memory")
+        ax.grid(alpha=0.3, which="both")
+        ax.legend(fontsize=8)
     fig.tight_layout()
     fig.savefig(path, dpi=120)
     plt.close(fig)

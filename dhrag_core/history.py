@@ -24,7 +24,7 @@ import numpy as np
 from dhrag_core import scoring
 from dhrag_core.chains import chain_length_stats
 from dhrag_core.clustering import keyword_labels
-from dhrag_core.embedding import Embedder, MiniLMEmbedder, l2_normalise
+from dhrag_core.embedding import Embedder, MiniLMEmbedder, l2_normalise, tokens
 from dhrag_core.hierarchy import SessionTree, TreeMatch
 from dhrag_core.index import VectorIndex
 from dhrag_core.records import HistoryHit, Passage, SelectedTurn, Turn, Vector
@@ -51,6 +51,7 @@ log = logging.getLogger(__name__)
 _MAX_RETRIES = 50  # optimistic writes under contention: retried with jittered backoff
 _SUMMARY_CACHE = 512
 _CHAIN_WINDOW = 64
+_PUT_CHUNK = 4096  # turns indexed per batch on a bulk load
 
 
 @dataclass(frozen=True)
@@ -105,7 +106,12 @@ class _Session:
             return
         for turn in turns:
             self.turns[turn.turn_id] = turn
-        self.queries.add([t.turn_id for t in turns], np.stack([t.query_vector for t in turns]))
+        if len(turns) > _PUT_CHUNK:  # a bulk load: allocate once, copy without a full stack
+            self.queries.reserve(self.queries.n_slots + len(turns))
+        for at in range(0, len(turns), _PUT_CHUNK):
+            chunk = turns[at : at + _PUT_CHUNK]
+            self.queries.add([t.turn_id for t in chunk],
+                             np.stack([t.query_vector for t in chunk]))
         n = self.queries.n_slots
         if self.slot_index.size < n:
             size = max(2 * self.slot_index.size, n)
@@ -128,6 +134,20 @@ class _Session:
                 rest = list(self.turns.values())
                 self.latest = max(rest, key=lambda t: t.index).turn_id if rest else None
         self.queries.remove(list(turn_ids))
+
+
+def _answer_shares(response: str, passages: Sequence[Passage]) -> np.ndarray | None:
+    """Weights of the passages in a response's derived vector: the squared share of the
+    response's content words that each passage contains; None when no passage shares one."""
+    words = set(tokens(response))
+    if not words or not passages:
+        return None
+    shares = np.array([len(words.intersection(tokens(p.text))) for p in passages],
+                      dtype=np.float32) / len(words)
+    if not shares.any():
+        return None
+    out: np.ndarray = shares**2
+    return out
 
 
 class HistoryDatabase:
@@ -355,9 +375,15 @@ class HistoryDatabase:
     def _encode_turn(
         self, query: str, response: str, items: list[Passage], query_vector: Vector | None
     ) -> tuple[Vector, Vector | None, Vector]:
+        """Query, response and passage vectors: given ones checked, the rest encoded in one
+        batch (the response only when ``Settings.answer_vector`` asks for it)."""
         dim = self.embedder.dimension
         missing = [i for i, p in enumerate(items) if p.vector is None]
-        texts = ([query] if query_vector is None else []) + ([response] if response else [])
+        shares = None
+        if response and self.settings.answer_vector == "passages":
+            shares = _answer_shares(response, items)
+        encode_response = bool(response) and shares is None
+        texts = ([query] if query_vector is None else []) + ([response] if encode_response else [])
         texts += [items[i].text for i in missing]
         enc = self.embedder.encode(texts) if texts else np.zeros((0, dim), np.float32)
         pos = 0
@@ -367,7 +393,7 @@ class HistoryDatabase:
         else:
             qv = self._vector("query_vector", query_vector)
         rv = None
-        if response:
+        if encode_response:
             rv = enc[pos]
             pos += 1
         pv = np.zeros((len(items), dim), dtype=np.float32)
@@ -376,6 +402,8 @@ class HistoryDatabase:
                 pv[i] = self._vector(f"passages[{i}].vector", p.vector)
         if missing:
             pv[missing] = enc[pos:]
+        if shares is not None:
+            rv = l2_normalise(shares @ pv)[0]
         return qv, rv, pv
 
     def _add_locked(
@@ -394,7 +422,7 @@ class HistoryDatabase:
         now = float(self.clock() if timestamp is None else timestamp)
         index = s.next_index
         slots, sims = s.similarities(qv)
-        dup = self._near_duplicate(s, slots, sims, rv)
+        dup = self._near_duplicate(s, slots, sims, response, rv)
         if dup is not None:
             turn = self._merged(dup, index, query, items, response, meta, qv, rv, pv, now)
         else:
@@ -440,16 +468,19 @@ class HistoryDatabase:
         return thread if relevance >= cfg.thread_link else None
 
     def _near_duplicate(
-        self, s: _Session, slots: np.ndarray, sims: np.ndarray, rv: Vector | None
+        self, s: _Session, slots: np.ndarray, sims: np.ndarray, response: str,
+        rv: Vector | None,
     ) -> Turn | None:
         threshold = self.settings.merge_threshold
         close = np.flatnonzero(sims >= threshold)
-        # the closest query whose response matches too: several stored turns may share a
-        # query with different answers, and the first of them must not hide a true duplicate
+        # the closest query whose response matches too (the same text, or close vectors: a
+        # derived vector reflects the passages, not the wording): several stored turns may
+        # share a query with different answers, and the first must not hide a true duplicate
         for i in close[np.argsort(-sims[close], kind="stable")]:
             old = s.turns[s.queries.key_at(int(slots[i]))]
             other = old.response_vector
-            if rv is None or other is None or float(other @ rv) >= threshold:
+            if (rv is None or other is None or old.response == response
+                    or float(other @ rv) >= threshold):
                 return old
         return None
 
@@ -729,6 +760,12 @@ class HistoryDatabase:
                 "chains": chain_length_stats(s.tree.chains.lengths()),
                 "comparisons": s.tree.comparisons,
             }
+
+    def comparisons(self, session_id: str) -> int:
+        """Vectors the session's history matching has compared with queries so far: a
+        counter read in O(1), unlike ``stats``."""
+        check_session_id(session_id)
+        return int(self._session(session_id).tree.comparisons)
 
     def turns(self, session_id: str) -> list[Turn]:
         """The session's stored turns, oldest first."""

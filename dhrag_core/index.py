@@ -1,8 +1,10 @@
-"""A FAISS inner-product index with stable slots, for history items that come and go.
+"""Vector storage with stable slots, for history items that come and go.
 
-``IndexIDMap.remove_ids`` on a flat index compacts the whole array (about 1 ms per removal at
-10k vectors, 15 ms at 100k). Eviction happens on almost every turn once a session is full, so
-this index frees the slot instead (zeroing it) and the next insert reuses it: O(d) per update.
+Rows live in one preallocated float32 matrix (grown by a quarter when full, or reserved ahead
+for a bulk load), so each vector is stored once, without the doubling of a growing
+``std::vector``. A removed key frees its slot (zeroed) and the next insert reuses it: O(d) per
+update, where ``IndexIDMap.remove_ids`` on a flat FAISS index compacts the whole array.
+Queries are one BLAS matrix-vector product over the rows.
 """
 
 from __future__ import annotations
@@ -10,7 +12,6 @@ from __future__ import annotations
 from collections.abc import Hashable
 from typing import Generic, TypeVar
 
-import faiss
 import numpy as np
 
 from dhrag_core.records import Vector
@@ -20,12 +21,18 @@ __all__ = ["RowBuffer", "VectorIndex"]
 K = TypeVar("K", bound=Hashable)
 
 
+def _grown(size: int, needed: int) -> int:
+    """A new capacity for ``needed`` rows: a quarter more, at least 8 rows of slack."""
+    return max(needed, size + max(8, size // 4))
+
+
 class VectorIndex(Generic[K]):
     """Keys -> unit vectors; exact top-k by inner product (cosine for normalised vectors)."""
 
     def __init__(self, dimension: int) -> None:
         self.dimension = dimension
-        self._index = faiss.IndexFlatIP(dimension)
+        self._rows = np.zeros((0, dimension), dtype=np.float32)
+        self._n = 0
         self._keys: list[K | None] = []
         self._slot: dict[K, int] = {}
         self._free: list[int] = []
@@ -39,10 +46,18 @@ class VectorIndex(Generic[K]):
         return key in self._slot
 
     def _storage(self) -> Vector:
-        n = self._index.ntotal
-        return faiss.rev_swig_ptr(self._index.get_xb(), n * self.dimension).reshape(
-            n, self.dimension
-        )
+        return self._rows[: self._n]
+
+    def reserve(self, rows: int) -> None:
+        """Make room for ``rows`` slots in all, so that a bulk load allocates once."""
+        if rows > self._rows.shape[0]:
+            grown = np.zeros((rows, self.dimension), dtype=np.float32)
+            grown[: self._n] = self._rows[: self._n]
+            self._rows = grown
+        if self._live.size < rows:
+            live = np.zeros(rows, dtype=bool)
+            live[: self._live.size] = self._live
+            self._live = live
 
     def _check(self, vectors: np.ndarray) -> Vector:
         v = np.ascontiguousarray(vectors, dtype=np.float32)
@@ -67,31 +82,28 @@ class VectorIndex(Generic[K]):
             if slot is None:
                 fresh.append(row)
                 continue
-            self._storage()[slot] = v[row]
+            self._rows[slot] = v[row]
             self._keys[slot] = key
             self._slot[key] = slot
             self._live[slot] = True
         if fresh:
-            start = self._index.ntotal
-            self._index.add(v[fresh])
+            start, end = self._n, self._n + len(fresh)
+            if end > self._rows.shape[0]:
+                self.reserve(_grown(self._rows.shape[0], end))
+            self._rows[start:end] = v[fresh]
+            self._n = end
             for i, row in enumerate(fresh):
                 self._keys.append(keys[row])
                 self._slot[keys[row]] = start + i
-            if self._live.size < self._index.ntotal:
-                grown = np.zeros(max(2 * self._live.size, self._index.ntotal), dtype=bool)
-                grown[: self._live.size] = self._live
-                self._live = grown
-            self._live[start : self._index.ntotal] = True
+            self._live[start:end] = True
 
     def remove(self, keys: list[K]) -> None:
         """Forget keys (unknown keys are ignored); their slots are reused by later adds."""
-        storage = self._storage() if keys else None
         for key in keys:
             slot = self._slot.pop(key, None)
             if slot is None:
                 continue
-            assert storage is not None
-            storage[slot] = 0.0
+            self._rows[slot] = 0.0
             self._keys[slot] = None
             self._live[slot] = False
             self._free.append(slot)
@@ -101,8 +113,8 @@ class VectorIndex(Generic[K]):
         if k <= 0 or not self._slot:
             return []
         q = self._check(query)[:1]
-        # One query: a BLAS matrix-vector product over FAISS's own storage beats
-        # IndexFlat.search, whose OpenMP start-up dominates (1.2 vs 0.3 ms at 10k on 2 cores).
+        # One query: a BLAS matrix-vector product beats IndexFlat.search, whose OpenMP
+        # start-up dominates on few cores.
         sims = self._storage() @ q[0]
         sims[~self._live[: sims.size]] = -np.inf
         k = min(k, len(self._slot))
@@ -123,14 +135,14 @@ class VectorIndex(Generic[K]):
     @property
     def n_slots(self) -> int:
         """Live plus free slots: the length of arrays that callers keep aligned with slots."""
-        return int(self._index.ntotal)
+        return self._n
 
     def similarities(self, query: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """``(slots, inner products)`` of every live vector with ``query``, in slot order."""
         q = self._check(query)[0]
         if not self._slot:
             return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.float32)
-        n = self._index.ntotal
+        n = self._n
         sims = self._storage() @ q
         if len(self._slot) == n:  # no free slot (a full session reuses them): every row
             if self._all is None or self._all.size != n:
@@ -149,7 +161,7 @@ class RowBuffer:
     __slots__ = ("_buf", "_hi", "_lo")
 
     def __init__(self, rows: np.ndarray) -> None:
-        self._buf = np.empty((max(8, 2 * len(rows)), rows.shape[1]), dtype=np.float32)
+        self._buf = np.empty((_grown(len(rows), len(rows)), rows.shape[1]), dtype=np.float32)
         self._lo, self._hi = 0, len(rows)
         self._buf[: self._hi] = rows
 
@@ -159,7 +171,8 @@ class RowBuffer:
     def insert(self, at: int, row: Vector) -> None:
         if self._hi == len(self._buf):
             live = self.view()
-            grown = np.empty((max(8, 2 * len(live)), self._buf.shape[1]), dtype=np.float32)
+            grown = np.empty((_grown(len(live), len(live) + 1), self._buf.shape[1]),
+                             dtype=np.float32)
             grown[: len(live)] = live
             self._buf, self._lo, self._hi = grown, 0, len(live)
         i = self._lo + at

@@ -86,6 +86,11 @@ class Settings:
         use_recency: Recency in the weights and the thread choice (off: relevance only).
         use_integration: Merge history passages into the context (off: knowledge base only).
         use_rewrite: Query reconstruction and vector expansion (off: the raw query).
+        answer_vector: How ``add`` gets the response's vector: ``"passages"`` derives it from
+            the passages stored with it (their vectors, weighted by the squared share of the
+            response's content words each one contains: no encoding; a response with no
+            passages or no word in common with them is encoded), ``"encode"`` always encodes
+            the response.
     """
 
     alpha: float = 0.5
@@ -131,6 +136,7 @@ class Settings:
     use_recency: bool = True
     use_integration: bool = True
     use_rewrite: bool = True
+    answer_vector: str = "passages"
 
     def __post_init__(self) -> None:
         _check_range("alpha", self.alpha, 0.0, 1.0)
@@ -166,6 +172,10 @@ class Settings:
             _check_range("relevance_contrast", self.relevance_contrast, 1e-6, 100.0)
         if self.relevance not in ("query", "topic", "max"):
             raise ValueError(f"relevance must be 'query', 'topic' or 'max', got {self.relevance!r}")
+        if self.answer_vector not in ("passages", "encode"):
+            raise ValueError(
+                f"answer_vector must be 'passages' or 'encode', got {self.answer_vector!r}"
+            )
         for f in fields(self):
             if ((f.name.startswith("use_") or f.name == "search_raw_query")
                     and not isinstance(getattr(self, f.name), bool)):

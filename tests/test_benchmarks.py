@@ -493,16 +493,49 @@ def test_scaling_plot_is_written(tmp_path: Path) -> None:
              "naive_turn_p50_ms": 0.001 * n} for n in (100, 1000, 10000)]
     path = plot_scaling(rows, tmp_path / "scaling.png")
     assert path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    with_rss = [{**r, "naive_turn_p95_ms": 0.002 * r["triples"], "peak_rss_mib": 300.0,
+                 "naive_peak_rss_mib": 310.0} for r in rows]
+    wide = plot_scaling(with_rss, tmp_path / "scaling_rss.png")
+    assert wide.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
 
 def test_history_micro_benchmark_runs_small_with_one_and_two_workers() -> None:
-    from benchmarks.history_micro import run_size
+    from benchmarks.history_micro import run_naive, run_size
 
-    one = run_size(200, 20, naive_turns=10)
-    two = run_size(200, 20, naive_turns=0, workers=2)
+    one = run_size(200, 20)
+    two = run_size(200, 20, workers=2)
     for row in (one, two):
         assert row["triples"] == 200 and 0 < row["turn_p50_ms"] <= row["turn_p95_ms"]
-    assert one["workers"] == 1 and two["workers"] == 2 and one["naive_turn_p50_ms"] > 0
+        assert row["model_rss_mib"] is None and row["peak_rss_mib"] > 0
+    assert one["workers"] == 1 and two["workers"] == 2
+    naive = run_naive(200, 20, model=False)
+    assert 0 < naive["naive_turn_p50_ms"] <= naive["naive_turn_p95_ms"]
+    assert naive["naive_peak_rss_mib"] > 0
+
+
+def test_naive_baseline_evicts_the_lowest_weight_in_place(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    import benchmarks.history_micro as micro
+
+    seen: list[np.ndarray] = []
+    real_unit = micro._unit
+
+    def unit(*args: Any, **kwargs: Any) -> np.ndarray:
+        out = real_unit(*args, **kwargs)
+        seen.append(out)
+        return out
+
+    monkeypatch.setattr(micro, "_unit", unit)
+    rng = np.random.default_rng(0)
+    centres = rng.standard_normal((4, micro.DIM))
+    times = micro._naive(50, 5, rng, centres)
+    assert len(times) == 5
+    stored, new_queries = seen[0], seen[1]
+    # every new query overwrote one row of the preallocated matrix: the 5 rows are there
+    assert stored.shape == (50, micro.DIM)
+    for q in new_queries:
+        assert (np.abs(stored - q).max(axis=1) == 0).sum() == 1
 
 
 def test_report_paths_are_portable(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -626,3 +659,22 @@ def test_cross_validation_scores_each_fold_with_the_setting_best_elsewhere() -> 
     # with one setting the cross-validated figure is its mean
     assert cross_validate({"a": scores["a"]}, 3) == pytest.approx(2 / 3)
     assert fold_of("conversation-1", 5) == fold_of("conversation-1", 5) in range(5)
+
+
+def test_answer_variants_store_the_answer_vector_they_name() -> None:
+    from benchmarks.answer_variants import _variant
+    from dhrag_core import HashingEmbedder, HistoryDatabase, Settings
+
+    emb = HashingEmbedder()
+    passages = [Passage("the governor built the mosque"), Passage("bond coupons")]
+    answer = "The governor built it."
+    stored = {}
+    for mode in ("none", "chars8", "top"):
+        db = HistoryDatabase(embedder=emb, settings=Settings(answer_vector="encode"))
+        db._encode_turn = _variant(db, mode)  # type: ignore[method-assign]
+        stored[mode] = db.add("s", "Who built it?", passages, answer).turn
+    assert stored["none"].response_vector is None
+    np.testing.assert_allclose(stored["chars8"].response_vector, emb.encode([answer[:8]])[0],
+                               atol=1e-6)
+    np.testing.assert_allclose(stored["top"].response_vector,
+                               stored["top"].passage_vectors[0], atol=1e-6)

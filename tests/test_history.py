@@ -16,6 +16,7 @@ from dhrag_core import (
     SQLiteStore,
     scoring,
 )
+from dhrag_core.embedding import tokens
 from tests.conftest import FakeClock
 
 TOPICS = [
@@ -374,3 +375,64 @@ def test_cleaning_is_shown_in_the_trace(tmp_path: Path) -> None:
     assert kb.passages[0].text == "Guinea pigs sleep in burrows."  # cleaned at ingestion
     assert [r["cleaned"] for r in sel.trace()] == ["removed 1 NUL characters"]
     assert all("removed 1 NUL" in r["cleaned"] for r in later.trace())
+
+
+class _Counting:
+    """A hashing embedder that records every text it encodes."""
+
+    def __init__(self) -> None:
+        self.inner = HashingEmbedder()
+        self.dimension = self.inner.dimension
+        self.texts: list[str] = []
+
+    def encode(self, texts: list[str]) -> np.ndarray:
+        self.texts.extend(texts)
+        return self.inner.encode(texts)
+
+
+def test_answer_vector_is_derived_from_the_passages_it_shares_words_with() -> None:
+    emb = _Counting()
+    db = HistoryDatabase(embedder=emb)
+    passages = ["the mosque was built in 1680 by the governor",
+                "bond coupons are paid twice a year",
+                "the governor of the province built a mosque"]
+    answer = "The governor built the mosque in 1680."
+    turn = db.add("s", "Who built the mosque?", passages, answer).turn
+    assert answer not in emb.texts  # derived, not encoded
+    words = set(tokens(answer))
+    shares = np.array([len(words & set(tokens(p))) / len(words) for p in passages])
+    assert shares[1] == 0 and shares[0] > shares[2] > 0
+    expected = (shares**2) @ turn.passage_vectors
+    expected /= np.linalg.norm(expected)
+    assert turn.response_vector is not None
+    np.testing.assert_allclose(turn.response_vector, expected, atol=1e-6)
+
+
+@pytest.mark.parametrize(("mode", "passages", "answer"), [
+    ("passages", [], "The governor built it."),  # nothing to derive from
+    ("passages", ["bond coupons twice yearly"], "The governor built it."),  # no shared word
+    ("encode", ["the governor built the mosque"], "The governor built it."),
+])
+def test_answer_vector_is_encoded_when_it_cannot_or_must_not_be_derived(
+    mode: str, passages: list[str], answer: str
+) -> None:
+    emb = _Counting()
+    db = HistoryDatabase(embedder=emb, settings=Settings(answer_vector=mode))
+    turn = db.add("s", "Who built the mosque?", passages, answer).turn
+    assert answer in emb.texts
+    assert turn.response_vector is not None
+    np.testing.assert_allclose(turn.response_vector, emb.inner.encode([answer])[0], atol=1e-6)
+
+
+def test_answer_vector_setting_is_checked() -> None:
+    with pytest.raises(ValueError, match="answer_vector"):
+        Settings(answer_vector="summary")
+
+
+def test_same_answer_over_other_passages_still_merges_a_duplicate() -> None:
+    db = HistoryDatabase(embedder=HashingEmbedder())
+    a = db.add("s", "Who built the mosque?", ["the mosque was built in 1680"], "In 1680.")
+    b = db.add("s", "Who built the mosque?", ["records from 1680 name a builder"], "In 1680.")
+    c = db.add("s", "Who built the mosque?", ["bond coupons"], "Nobody knows.")
+    assert b.merged and b.turn.turn_id == a.turn.turn_id
+    assert not c.merged

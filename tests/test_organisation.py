@@ -254,9 +254,11 @@ def test_tree_switches_change_what_matching_compares(switch: str, clock: FakeClo
     counts = []
     for on in (True, False):
         db = _many_topics(base.with_(**{switch: on}), clock)
-        before = db.stats("s")["comparisons"]
+        before = db.comparisons("s")
+        assert before == db.stats("s")["comparisons"]
         db.select("s", "query")
-        counts.append(db.stats("s")["comparisons"] - before)
+        counts.append(db.comparisons("s") - before)
+        assert db.comparisons("s") == db.stats("s")["comparisons"]
     assert counts[0] != counts[1]
     if switch == "use_hierarchy":
         assert counts[1] == 40  # flat: every turn
@@ -360,3 +362,31 @@ def test_select_threads_selects_inside_the_runner_up_threads_too(clock: FakeCloc
     assert db.select_threads("nobody", RETURN, 3) == [[]]
     with pytest.raises(TypeError, match="n must be an int"):
         db.select_threads("s", RETURN, 1.5)  # type: ignore[arg-type]
+
+
+def test_vector_index_matches_a_brute_force_scan_through_growth_reuse_and_reserve() -> None:
+    from dhrag_core.index import VectorIndex
+
+    rng = np.random.default_rng(3)
+    index: VectorIndex[int] = VectorIndex(16)
+    truth: dict[int, np.ndarray] = {}
+    for step in range(60):
+        keys = [int(k) for k in rng.integers(0, 200, 5)]
+        vecs = rng.standard_normal((5, 16)).astype(np.float32)
+        if step == 30:
+            index.reserve(index.n_slots + 500)
+        index.add(keys, vecs)
+        truth.update(zip(keys, vecs, strict=True))
+        gone = [k for k in truth if rng.random() < 0.1]
+        index.remove(gone)
+        for k in gone:
+            del truth[k]
+    assert len(index) == len(truth) and index.n_slots <= 200
+    q = rng.standard_normal(16).astype(np.float32)
+    slots, sims = index.similarities(q)
+    got = {index.key_at(int(s)): float(v) for s, v in zip(slots, sims, strict=True)}
+    assert got.keys() == truth.keys()
+    for k, v in truth.items():
+        assert got[k] == pytest.approx(float(v @ q), abs=1e-4)
+    best = max(truth, key=lambda k: float(truth[k] @ q))
+    assert index.search(q, 1)[0][0] == best

@@ -240,8 +240,12 @@ class HistoryMachine(RuleBasedStateMachine):
             old = next(t for t in before if t.turn_id == r.turn.turn_id)
             assert float(old.query_vector @ qv) >= self.cfg.merge_threshold - 1e-6
             if response and old.response_vector is not None:
-                rv = self.emb.encode([response])[0]
-                assert float(old.response_vector @ rv) >= self.cfg.merge_threshold - 1e-6
+                # the response matches by text, or by vector (the vector the database gave
+                # it: derived from the passages, or encoded)
+                rv = r.turn.response_vector
+                assert rv is not None
+                assert (old.response == response
+                        or float(old.response_vector @ rv) >= self.cfg.merge_threshold - 1e-6)
         else:
             assert r.turn.turn_id not in ids_before
             # no stored turn was a near duplicate of the query *and* the response
@@ -249,7 +253,8 @@ class HistoryMachine(RuleBasedStateMachine):
             for t in before:
                 if float(t.query_vector @ qv) >= thr + 1e-6:
                     assert response and t.response_vector is not None
-                    rv = self.emb.encode([response])[0]
+                    rv = r.turn.response_vector
+                    assert rv is not None and t.response != response
                     assert float(t.response_vector @ rv) < thr - 1e-6, "duplicate not merged"
         expected_evicted = len(before) + (0 if r.merged else 1) - self.cfg.capacity
         assert len(r.evicted) == max(0, expected_evicted)
