@@ -210,16 +210,15 @@ class DHRAG:
     ) -> Vector:
         """The expanded query vector: the query moved toward the selected turns by their weights.
 
-        Its base is the rewritten query's embedding when ``rewrite_vector`` is set or the
-        knowledge base is searched by text (it then ranked by the rewritten text, and the
-        integration must score with the same query), else the raw query's.
+        Its base is the rewritten query's embedding when ``rewrite_vector`` is set, else the
+        raw query's. It ranks the context on both paths: a knowledge base searched by text
+        gets the rewritten text, and its candidates are re-ranked by this vector.
         """
         cfg = self.settings
         if not cfg.use_rewrite:
             return qv
         base = qv
-        by_text = not callable(getattr(self.knowledge, "search_vectors", None))
-        if (cfg.rewrite_vector or by_text) and rewrite.text != query:
+        if cfg.rewrite_vector and rewrite.text != query:
             base = self.history.encode_query(rewrite.text)
         return expand_vector(
             base, history, cfg.expansion,
@@ -227,24 +226,24 @@ class DHRAG:
         )
 
     def _search_kb(self, text: str, vector: Vector) -> list[Passage]:
-        k = self.settings.kb_k
+        cfg = self.settings
         search_vectors = getattr(self.knowledge, "search_vectors", None)
         if callable(search_vectors):
-            found: list[Passage] = search_vectors(vector[None, :], k)[0]
+            found: list[Passage] = search_vectors(vector[None, :], cfg.kb_k)[0]
             return found
-        return list(self.knowledge.search(text, k))
+        return list(self.knowledge.search(text, cfg.text_k or cfg.kb_k))
 
     async def _asearch_kb(self, text: str, vector: Vector) -> list[Passage]:
-        k, kb = self.settings.kb_k, self.knowledge
+        cfg, kb = self.settings, self.knowledge
         if callable(getattr(kb, "search_vectors", None)):
             asearch_vectors = getattr(kb, "asearch_vectors", None)
             if inspect.iscoroutinefunction(asearch_vectors):
-                rows: list[list[Passage]] = await asearch_vectors(vector[None, :], k)
+                rows: list[list[Passage]] = await asearch_vectors(vector[None, :], cfg.kb_k)
                 return list(rows[0])
             return await asyncio.to_thread(self._search_kb, text, vector)
         asearch = getattr(kb, "asearch", None)
         if inspect.iscoroutinefunction(asearch):
-            return list(await asearch(text, k))
+            return list(await asearch(text, cfg.text_k or cfg.kb_k))
         return await asyncio.to_thread(self._search_kb, text, vector)
 
     def _integrate(
