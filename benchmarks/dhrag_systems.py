@@ -44,6 +44,10 @@ class MemoEmbedder:
             return np.zeros((0, self.dimension), dtype=np.float32)
         return np.stack([self._memo[t] for t in texts])
 
+    def preload(self, texts: Sequence[str], vectors: np.ndarray) -> None:
+        """Remember vectors computed elsewhere by the same model (the KB cache's)."""
+        self._memo.update(zip(texts, np.asarray(vectors, dtype=np.float32), strict=True))
+
 
 _MEMOS: dict[int, MemoEmbedder] = {}
 

@@ -1,20 +1,26 @@
 """MTRAG retrieval through the text path: DH-RAG over a knowledge base searched by text only.
 
     python -m benchmarks.text_path [--bench DIR] [--cache DIR] [--seed NPZ] [--out results/]
+    python -m benchmarks.text_path --cv [--folds 5]   # text-path defaults by cross-validation
 
 Plain retrievers (the LangChain / LlamaIndex path) have ``search(text, k)`` and nothing else, so
 the engine searches them with the rewritten question: the rewriter's text is what is retrieved
 with. ``TextOnlyKB`` wraps the benchmark's FAISS knowledge base to expose only that method (it
 embeds the text with the same MiniLM model); the engine's vector path (``search_vectors`` with
 the expanded query vector) is replayed beside it. Systems: the vector path with the default
-rewriter and with the appender, the text path with each rewriter, and the raw last turn
-searched by text (no rewriting) as the floor. Data and protocol as ``python -m benchmarks run``
-(``benchmarks/runner.py``): MTRAG dev, 777 evaluated tasks, the 36,639-passage KB.
+rewriter and with the appender, the text path with each rewriter (its candidates re-ranked by
+the expanded vector of the raw query, or of the rewrite with ``rewrite_vector``), and the raw
+last turn searched by text (no rewriting) as the floor. ``--cv`` replays the text path over a
+grid of ``text_k`` x ``rewrite_vector`` and prints the best setting's MRR@10 (tuned on all
+conversations) beside the 5-fold cross-validated one (folds by conversation). Data and
+protocol as ``python -m benchmarks run`` (``benchmarks/runner.py``): MTRAG dev, 777 evaluated
+tasks, the 36,639-passage KB.
 """
 
 from __future__ import annotations
 
 import argparse
+import itertools
 import json
 import sys
 import time
@@ -22,6 +28,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, cast
+
+import numpy as np
 
 from benchmarks.data import Benchmark, load_benchmark
 from benchmarks.dhrag_systems import DHRAGSystem, MemoEmbedder
@@ -33,7 +41,7 @@ from dhrag_core import Embedder, FaissKnowledgeBase, LightRewriter, MiniLMEmbedd
 from dhrag_core.rewriting import QueryRewriter
 from dhrag_core.settings import Settings
 
-__all__ = ["TextOnlyKB", "main", "run_text_path"]
+__all__ = ["CV_GRID", "TextOnlyKB", "cross_validate_text", "main", "run_text_path"]
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 DEFAULT_SEED = REPO_ROOT.parent / "shared" / "data" / "mtrag" / "kb_minilm.npz"
@@ -76,6 +84,8 @@ def _systems(
                                         Settings(use_rewrite=False)),
         "text path, append": make("t-app", text_ctx, LightRewriter(mode="append")),
         "text path, substitute (default)": make("t-sub", text_ctx, LightRewriter()),
+        "text path, substitute, rewrite embedded": make(
+            "t-sub-rv", text_ctx, LightRewriter(), Settings(rewrite_vector=True)),
     }
 
 
@@ -99,6 +109,41 @@ def run_text_path(
     return out
 
 
+CV_GRID: dict[str, tuple[object, ...]] = {"text_k": (None, 40, 60, 100),
+                                            "rewrite_vector": (False, True)}
+"""Text-path settings ``--cv`` chooses among (``text_k=None`` is ``kb_k``, 20)."""
+
+
+def cross_validate_text(
+    bench: Benchmark, embedder: Embedder, *, cache_dir: Path, seed: Path | None,
+    folds: int = 5, grid: dict[str, tuple[object, ...]] | None = None,
+) -> dict[str, Any]:
+    """Replay the text path for every setting of ``grid``; tuned and cross-validated MRR@10."""
+    from benchmarks.tune_dhrag import cross_validate, fold_of
+
+    vectors = kb_vectors(bench.kb, embedder, "all-MiniLM-L6-v2", cache_dir=cache_dir,
+                         seed=seed, show_progress=False)
+    memo = MemoEmbedder(embedder)
+    kb = FaissKnowledgeBase(bench.kb, memo, vectors=vectors)
+    ctx = BenchContext(kb=cast(FaissKnowledgeBase, TextOnlyKB(kb, memo)), embedder=memo)
+    grid = grid or CV_GRID
+    pooled: dict[str, list[tuple[int, float]]] = {}
+    rows: dict[str, float] = {}
+    for combo in itertools.product(*grid.values()):
+        changes = dict(zip(grid, combo, strict=True))
+        name = ",".join(f"{k}={v}" for k, v in changes.items())
+        system = DHRAGSystem(name, ctx, Settings().with_(**changes), rewriter=LightRewriter())
+        scores = score_runs(replay(system, bench.conversations, k=10, show_progress=False),
+                            bench.tasks)
+        pooled[name] = [(fold_of(s.task_id.split("::")[0], folds), s.values["MRR@10"])
+                        for s in scores]
+        rows[name] = float(np.mean([v for _, v in pooled[name]]))
+        print(f"{name}: MRR@10 {rows[name]:.4f}", flush=True)
+    best = max(rows, key=lambda n: rows[n])
+    return {"rows": rows, "best": best, "best_mrr10": rows[best],
+            "cross_validated_mrr10": cross_validate(pooled, folds), "folds": folds}
+
+
 def markdown(runs: Sequence[PathRun]) -> str:
     lines = ["| system | n | MRR@10 | nDCG@10 | R@10 |", "|---|---|---|---|---|"]
     lines += [f"| {r.name} | {r.scores['n']:.0f} | {r.scores['MRR@10']:.3f} | "
@@ -116,15 +161,27 @@ def main(argv: Sequence[str] | None = None) -> int:
                          "python -m benchmarks convert makes it)")
     ap.add_argument("--seed", type=Path, default=DEFAULT_SEED, help="KB embeddings to seed from")
     ap.add_argument("--out", type=Path, default=Path("results"), help="folder for the JSON")
+    ap.add_argument("--cv", action="store_true", help="choose text-path settings by CV")
+    ap.add_argument("--folds", type=int, default=5, help="folds of --cv (by conversation)")
     args = ap.parse_args(argv)
     bench = load_benchmark(args.bench or args.cache / "benchmarks" / "mtrag")
     import torch
 
     torch.set_num_threads(1)
+    args.out.mkdir(parents=True, exist_ok=True)
+    if args.cv:
+        cv = cross_validate_text(bench, MiniLMEmbedder(), cache_dir=args.cache,
+                                 seed=args.seed if args.seed.is_file() else None,
+                                 folds=args.folds)
+        print(f"best {cv['best']}: MRR@10 {cv['best_mrr10']:.4f} (tuned on all); "
+              f"{cv['folds']}-fold cross-validated {cv['cross_validated_mrr10']:.4f}")
+        path = args.out / "text_path_cv.json"
+        path.write_text(json.dumps(cv, indent=2) + "\n", encoding="utf-8")
+        print(f"wrote {path}")
+        return 0
     runs = run_text_path(bench, MiniLMEmbedder(), cache_dir=args.cache,
                          seed=args.seed if args.seed.is_file() else None, show_progress=True)
     print(markdown(runs))
-    args.out.mkdir(parents=True, exist_ok=True)
     path = args.out / "text_path_mtrag.json"
     data: dict[str, Any] = {r.name: {"scores": r.scores, "seconds": r.seconds} for r in runs}
     path.write_text(json.dumps(data, indent=2) + "\n", encoding="utf-8")

@@ -216,9 +216,9 @@ class DHRAG:
         """The query vectors to search with, one per row, the expanded query first.
 
         The expanded query moves the query toward the turns selected in T* by their weights;
-        its base is the rewritten query's embedding when ``rewrite_vector`` is set or the
-        knowledge base is searched by text (it then ranked by the rewritten text, and the
-        integration must score with the same query), else the raw query's. Searched by vector,
+        its base is the rewritten query's embedding when ``rewrite_vector`` is set, else the raw
+        query's. It ranks the context on both paths: a knowledge base searched by text gets the
+        rewritten text, and its candidates are re-ranked by this vector. Searched by vector,
         the query expanded inside each runner-up thread follows (``thread_variants``), and the
         raw query (``search_raw_query``): when T* is a wrong guess, the right thread or the
         query alone still ranks its passages.
@@ -227,37 +227,37 @@ class DHRAG:
         if not cfg.use_rewrite:
             return qv[None, :]
         base = qv
-        by_text = not callable(getattr(self.knowledge, "search_vectors", None))
-        if (cfg.rewrite_vector or by_text) and rewrite.text != query:
+        if cfg.rewrite_vector and rewrite.text != query:
             base = self.history.encode_query(rewrite.text)
 
         def topic(t: Turn) -> Vector:
             return topic_vector(t, cfg.topic_answer_weight, cfg.topic_passage_weight)
 
         rows = [expand_vector(base, threads[0], cfg.expansion, topic)]
-        if not by_text and threads[0]:
+        by_vector = callable(getattr(self.knowledge, "search_vectors", None))
+        if by_vector and threads[0]:
             rows += [expand_vector(qv, h, cfg.expansion, topic) for h in threads[1:] if h]
             if cfg.search_raw_query:
                 rows.append(qv)
         return np.stack(rows).astype(np.float32, copy=False)
 
     def _search_kb(self, text: str, vectors: Vector) -> list[Passage]:
-        k = self.settings.kb_k
+        cfg = self.settings
         search_vectors = getattr(self.knowledge, "search_vectors", None)
         if callable(search_vectors):
-            return _union(search_vectors(vectors, k))
-        return list(self.knowledge.search(text, k))
+            return _union(search_vectors(vectors, cfg.kb_k))
+        return list(self.knowledge.search(text, cfg.text_k or cfg.kb_k))
 
     async def _asearch_kb(self, text: str, vectors: Vector) -> list[Passage]:
-        k, kb = self.settings.kb_k, self.knowledge
+        cfg, kb = self.settings, self.knowledge
         if callable(getattr(kb, "search_vectors", None)):
             asearch_vectors = getattr(kb, "asearch_vectors", None)
             if inspect.iscoroutinefunction(asearch_vectors):
-                return _union(await asearch_vectors(vectors, k))
+                return _union(await asearch_vectors(vectors, cfg.kb_k))
             return await asyncio.to_thread(self._search_kb, text, vectors)
         asearch = getattr(kb, "asearch", None)
         if inspect.iscoroutinefunction(asearch):
-            return list(await asearch(text, k))
+            return list(await asearch(text, cfg.text_k or cfg.kb_k))
         return await asyncio.to_thread(self._search_kb, text, vectors)
 
     def _integrate(

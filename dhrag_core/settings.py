@@ -49,10 +49,13 @@ class Settings:
         tree_clusters, tree_summaries, tree_turns: Beam widths of hierarchical matching.
         history_turns: Most history turns selected per query.
         kb_k: Passages fetched from the knowledge base per query.
+        text_k: Passages fetched from a knowledge base searched by text (it has no
+            ``search_vectors``), to be re-ranked by the expanded query vector; ``None``: ``kb_k``.
         context_k: Passages in the integrated context.
         expansion: Weight of the selected history in the expanded query vector.
         rewrite_vector: Embed the rewritten query (one more encoding) as the base of the
-            expanded query vector, instead of the raw query.
+            expanded query vector, instead of the raw query (on both paths: a knowledge base
+            searched by text always gets the rewritten text).
         topic_answer_weight, topic_passage_weight: A turn's topic vector is its query plus
             these weights times its answer and its passages' mean (clustering, chains and
             expansion all use it).
@@ -114,6 +117,7 @@ class Settings:
     tree_turns: int = 8
     history_turns: int = 2
     kb_k: int = 20
+    text_k: int | None = None
     context_k: int = 10
     expansion: float = 0.5
     topic_answer_weight: float = 3.0
@@ -156,6 +160,8 @@ class Settings:
         for name in ("cluster_merge_every", "summary_size", "tree_clusters", "tree_summaries",
                      "tree_turns", "history_turns", "kb_k", "context_k", "thread_variants"):
             _check_range(name, getattr(self, name), 1, 10**6, integer=True)
+        if self.text_k is not None:
+            _check_range("text_k", self.text_k, 1, 10**6, integer=True)
         _check_range("min_tree_turns", self.min_tree_turns, 0, 10**9, integer=True)
         _check_range("expansion", self.expansion, 0.0, 100.0)
         _check_range("topic_answer_weight", self.topic_answer_weight, 0.0, 100.0)

@@ -23,6 +23,8 @@ from dhrag_core import (
     softmax,
 )
 from dhrag_core.embedding import l2_normalise
+from dhrag_core.hierarchy import topic_vector
+from dhrag_core.rewriting import expand_vector
 
 KB = [
     Passage("The Great Wall of China is built of stone, brick, tamped earth and wood.", id="w1",
@@ -129,10 +131,40 @@ def test_select_then_record_updates_history_and_traces(rag: DHRAG) -> None:
     s2 = rag.select("u", "How long is it?")
     assert s2.history and s2.history[0].turn.query == s1.query
     assert "wall" in s2.rewritten_query.lower() and s2.rewritten_query.startswith("How long")
-    assert s2.context[0].passage.id == "w2", "the follow-up is completed from history"
+    # the rewritten text retrieved it; a bag-of-words fake ranks "A long bond" by "long" too
+    assert "w2" in [c.passage.id for c in s2.context[:2]], "completed from history"
     assert s2.context[0].source == "kb" and s2.history[0].via
     trace = s2.trace()
     assert json.dumps(trace) and {"source", "id", "weight"} <= set(trace[0])
+
+
+@pytest.mark.parametrize("rewrite_vector", [False, True])
+def test_text_path_searches_the_rewrite_and_ranks_by_the_expanded_vector(
+    rewrite_vector: bool,
+) -> None:
+    emb = HashingEmbedder()
+    calls: list[tuple[str, int]] = []
+
+    class Spy(TextOnly):
+        def search(self, query: str, k: int) -> list[Passage]:
+            calls.append((query, k))
+            return super().search(query, k)
+
+    rag = DHRAG(Spy(FaissKnowledgeBase(KB, emb)), embedder=emb,
+                settings=Settings(text_k=5, rewrite_vector=rewrite_vector))
+    s1 = rag.select("u", "What is the Great Wall of China built of?")
+    rag.record("u", s1.query, "Stone, brick and earth.", selection=s1)
+    s2 = rag.select("u", "How long is it?")
+    assert s2.rewritten_query != s2.query and calls[-1] == (s2.rewritten_query, 5)
+    base = emb.encode([s2.rewritten_query if rewrite_vector else s2.query])[0]
+    cfg = rag.settings
+    expected = expand_vector(base, s2.history, cfg.expansion, lambda t: topic_vector(
+        t, cfg.topic_answer_weight, cfg.topic_passage_weight))
+    np.testing.assert_allclose(s2.search_vector, expected, atol=1e-6)
+    kb_items = [c for c in s2.context if c.source == "kb"]
+    sims = [c.similarity for c in kb_items]
+    assert sims == sorted(sims, reverse=True), "candidates re-ranked by the expanded vector"
+    assert (s2.context[0].passage.id == "w2") == rewrite_vector  # raw "long": the bond first
 
 
 def test_select_and_record_report_their_stage_timings(rag: DHRAG) -> None:
@@ -171,6 +203,10 @@ def test_bad_arguments(rag: DHRAG) -> None:
         DHRAG(object(), embedder=HashingEmbedder())  # type: ignore[arg-type]
     with pytest.raises(ValueError, match="integration_matrix"):
         DHRAG(rag.knowledge, embedder=HashingEmbedder(), integration_matrix=np.eye(3))
+    with pytest.raises(ValueError, match="text_k"):
+        Settings(text_k=0)
+    with pytest.raises(TypeError, match="text_k"):
+        Settings(text_k=2.5)  # type: ignore[arg-type]
 
 
 async def test_async_twins_run_concurrently_without_mixing(rag: DHRAG) -> None:

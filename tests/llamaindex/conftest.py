@@ -31,7 +31,7 @@ from llama_index.core.llms import CustomLLM
 from llama_index.core.llms.callbacks import llm_completion_callback
 from llama_index.core.schema import TextNode
 
-from dhrag_core import HashingEmbedder
+from dhrag_core import DHRAGSettings, HashingEmbedder
 from llamaindex_dhrag import DHRAGChatEngine, DHRAGEmbedding
 
 #: A small knowledge base: two Great Wall facts, distractors that share the word "long".
@@ -207,6 +207,9 @@ def make_engine(
         # answers here are scripted for the text path over the hashing embedder; the vector
         # path (the default over a vector index) is tested in test_bridges and test_minilm
         kwargs.setdefault("search", "text")
+        # a bag-of-words fake: re-ranked by the raw "How long is it?", "long" wins anywhere;
+        # the rewrite's vector carries the subject (real MiniLM: tests/test_engine.py)
+        kwargs.setdefault("settings", DHRAGSettings(rewrite_vector=True))
         chosen = kwargs.pop("llm", llm)
         retriever = kwargs.pop("retriever", index.as_retriever(similarity_top_k=5))
         return DHRAGChatEngine.from_defaults(retriever, chosen, **kwargs)

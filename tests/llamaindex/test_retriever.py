@@ -8,7 +8,7 @@ import pytest
 from llama_index.core import VectorStoreIndex
 from llama_index.core.query_engine import RetrieverQueryEngine
 
-from dhrag_core import HashingEmbedder
+from dhrag_core import HashingEmbedder, Settings
 from llamaindex_dhrag import DHRAGRetriever
 
 WALL = "What is the Great Wall of China built out of?"
@@ -17,6 +17,7 @@ WALL = "What is the Great Wall of China built out of?"
 def _retriever(index: VectorStoreIndex, hashing: HashingEmbedder, **kw: Any) -> DHRAGRetriever:
     kw.setdefault("session_id", "alice")
     kw.setdefault("search", "text")  # expectations for the text path over the hashing embedder
+    kw.setdefault("settings", Settings(rewrite_vector=True))  # the rewrite's vector: see conftest
     return DHRAGRetriever.from_defaults(index.as_retriever(similarity_top_k=5),
                                         embedder=hashing, **kw)
 
