@@ -297,7 +297,7 @@ def _cli(args: list[str], stdin: bytes, cwd: Path) -> subprocess.CompletedProces
            "DHRAG_CACHE": str(cwd / "cache"), "XDG_DATA_HOME": str(cwd / "data")}
     env.pop("OPENAI_BASE_URL", None)
     env["PYTHONIOENCODING"] = "utf-8:strict"  # a UTF-8 terminal that does not escape bytes
-    return subprocess.run([sys.executable, "-m", "dhrag_core.cli", *args], input=stdin,
+    return subprocess.run([sys.executable, "-m", "dhrag_core.app.cli", *args], input=stdin,
                           capture_output=True, cwd=cwd, env=env, timeout=120, check=False)
 
 

@@ -40,9 +40,9 @@ from typing import Any
 
 import numpy as np
 
+from dhrag_core.algorithm.rewriting import LightRewriter, QueryRewriter, Rewrite
 from dhrag_core.embedding import tokens
 from dhrag_core.records import SelectedTurn, Turn
-from dhrag_core.rewriting import LightRewriter, QueryRewriter, Rewrite
 from dhrag_core.settings import Settings
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
@@ -272,8 +272,8 @@ def run_rewriter(
 
 
 def _llm_rewriter() -> QueryRewriter | None:
+    from dhrag_core.algorithm.llm_rewriting import LLMRewriter
     from dhrag_core.llm import llm_from_env
-    from dhrag_core.llm_rewriting import LLMRewriter
 
     llm = llm_from_env()
     return None if llm is None else LLMRewriter(llm)

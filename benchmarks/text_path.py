@@ -38,7 +38,7 @@ from benchmarks.metrics import mean_scores
 from benchmarks.replay import replay, score_runs
 from benchmarks.systems import BenchContext
 from dhrag_core import Embedder, FaissKnowledgeBase, LightRewriter, MiniLMEmbedder, Passage
-from dhrag_core.rewriting import QueryRewriter
+from dhrag_core.algorithm.rewriting import QueryRewriter
 from dhrag_core.settings import Settings
 
 __all__ = ["CV_GRID", "TextOnlyKB", "cross_validate_text", "main", "run_text_path"]

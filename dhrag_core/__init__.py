@@ -1,5 +1,10 @@
 """dhrag_core: the framework-free DH-RAG history database and turn pipeline."""
 
+from dhrag_core.algorithm.integration import Candidate, integrate, softmax
+from dhrag_core.algorithm.llm_rewriting import LLMRewriter
+from dhrag_core.algorithm.rewriting import LightRewriter, QueryRewriter, Rewrite
+from dhrag_core.algorithm.summaries import ExtractiveSummariser, Summariser
+from dhrag_core.app.ingest import load_kb, load_passages
 from dhrag_core.embedding import (
     Embedder,
     FunctionEmbedder,
@@ -7,14 +12,11 @@ from dhrag_core.embedding import (
     MiniLMEmbedder,
     l2_normalise,
 )
-from dhrag_core.engine import DHRAG
 from dhrag_core.history import AddResult, HistoryDatabase
 from dhrag_core.index import VectorIndex
-from dhrag_core.ingest import load_kb, load_passages
-from dhrag_core.integration import Candidate, integrate, softmax
-from dhrag_core.knowledge import FaissKnowledgeBase, KnowledgeBase
 from dhrag_core.llm import LLM, LLMError, OpenAICompatibleLLM
-from dhrag_core.llm_rewriting import LLMRewriter
+from dhrag_core.pipeline.engine import DHRAG
+from dhrag_core.pipeline.knowledge import FaissKnowledgeBase, KnowledgeBase
 from dhrag_core.records import (
     ContextItem,
     HistoryHit,
@@ -23,7 +25,6 @@ from dhrag_core.records import (
     Selection,
     Turn,
 )
-from dhrag_core.rewriting import LightRewriter, QueryRewriter, Rewrite
 from dhrag_core.settings import DHRAGSettings, Settings
 from dhrag_core.store import (
     CorruptStoreError,
@@ -35,7 +36,6 @@ from dhrag_core.store import (
     StoreUnavailableError,
     open_store,
 )
-from dhrag_core.summaries import ExtractiveSummariser, Summariser
 
 __version__ = "0.1.0"
 

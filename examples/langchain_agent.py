@@ -30,7 +30,7 @@ from langchain_core.runnables import Runnable, RunnableConfig
 from langchain_core.tools import tool
 
 from dhrag_core import DHRAG, MiniLMEmbedder
-from dhrag_core.demo import load_demo_kb
+from dhrag_core.app.demo import load_demo_kb
 from langchain_dhrag import DHRAGMiddleware
 
 

@@ -33,7 +33,7 @@ from langchain_core.runnables import (
 from langchain_core.vectorstores import InMemoryVectorStore
 
 from dhrag_core import MiniLMEmbedder
-from dhrag_core.demo import DEMO_TURNS, load_demo_kb
+from dhrag_core.app.demo import DEMO_TURNS, load_demo_kb
 from langchain_dhrag import (
     DHRAGEmbeddings,
     DHRAGMemoryRunnable,

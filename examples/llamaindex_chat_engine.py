@@ -43,7 +43,7 @@ from llama_index.core.llms.callbacks import llm_completion_callback
 from llama_index.core.node_parser import SentenceSplitter
 
 from dhrag_core import DHRAGSettings, Embedder, MiniLMEmbedder
-from dhrag_core.demo import DEMO_TURNS
+from dhrag_core.app.demo import DEMO_TURNS
 from llamaindex_dhrag import DHRAGChatEngine, DHRAGEmbedding
 
 #: The context prompt also shows the standalone (rewritten) question; the stand-in LLM uses it.

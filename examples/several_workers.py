@@ -30,8 +30,8 @@ TURNS = 6
 def worker(name: str, dsn: str, inbox: Any, outbox: Any) -> None:
     """Answer the turns sent to this worker until it receives ``None``."""
     from dhrag_core import DHRAG, MiniLMEmbedder, PostgresStore
-    from dhrag_core.answering import ExtractiveAnswerer
-    from dhrag_core.demo import load_demo_kb
+    from dhrag_core.app.answering import ExtractiveAnswerer
+    from dhrag_core.app.demo import load_demo_kb
 
     embedder = MiniLMEmbedder()
     rag = DHRAG(load_demo_kb(embedder), embedder=embedder, store=PostgresStore(dsn))
@@ -55,7 +55,7 @@ def worker(name: str, dsn: str, inbox: Any, outbox: Any) -> None:
 
 def run(dsn: str) -> list[dict[str, Any]]:
     """The demo's first turns, alternating between two workers; one record per turn."""
-    from dhrag_core.demo import DEMO_TURNS
+    from dhrag_core.app.demo import DEMO_TURNS
 
     ctx = mp.get_context("spawn")
     outbox = ctx.Queue()

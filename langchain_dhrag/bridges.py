@@ -430,7 +430,7 @@ class DHRAGEmbeddings(Embeddings):
 
         Example:
             ```python
-            kb = dhrag_core.demo.load_demo_kb(embedder)  # shipped MiniLM vectors
+            kb = dhrag_core.app.demo.load_demo_kb(embedder)  # shipped MiniLM vectors
             embeddings.preload([p.text for p in kb.passages], kb.vectors)
             ```
         """

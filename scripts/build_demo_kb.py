@@ -20,8 +20,8 @@ from pathlib import Path
 import numpy as np
 
 from dhrag_core import MiniLMEmbedder
-from dhrag_core.demo import DEMO_TURNS
-from dhrag_core.rewriting import is_incomplete
+from dhrag_core.algorithm.rewriting import is_incomplete
+from dhrag_core.app.demo import DEMO_TURNS
 
 TOPICS = ["great wall of china", "guinea pigs", "wall in berlin", "bone marrow",
           "shapes of the moon", "cotton gin"]

@@ -14,7 +14,7 @@ from benchmarks.data import Message, Task, build_conversations
 from benchmarks.replay import replay
 from benchmarks.systems import BenchContext, build_systems
 from dhrag_core import FaissKnowledgeBase, HashingEmbedder, Passage
-from dhrag_core.demo import DEMO_TURNS
+from dhrag_core.app.demo import DEMO_TURNS
 
 ANSWERS = ["Stone, brick, tamped earth and wood.", "About 21,196 km.",
            "In burrows dug by other animals.", "Yes, they are popular pets.",

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from dhrag_core import HashingEmbedder
-from dhrag_core.answering import ExtractiveAnswerer, answer_kind, content_words
+from dhrag_core.app.answering import ExtractiveAnswerer, answer_kind, content_words
 from dhrag_core.records import Passage
 
 REPO = Path(__file__).resolve().parents[1]

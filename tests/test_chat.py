@@ -18,9 +18,9 @@ import numpy as np
 import pytest
 
 from dhrag_core import HashingEmbedder
-from dhrag_core.chat import add_chat_arguments, default_session, run_chat
-from dhrag_core.cli import build_parser
-from dhrag_core.ingest import embed_cached, load_kb, load_passages, split_passages
+from dhrag_core.app.chat import add_chat_arguments, default_session, run_chat
+from dhrag_core.app.cli import build_parser
+from dhrag_core.app.ingest import embed_cached, load_kb, load_passages, split_passages
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -59,7 +59,7 @@ def chat(tmp_path: Path, kb: Path, stdin: str, *args: str, store: bool = True,
     base = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "HOME": str(tmp_path / "home"),
             "DHRAG_CACHE": str(tmp_path / "cache"), "XDG_DATA_HOME": str(tmp_path / "data"),
             "HF_HUB_OFFLINE": "1"}
-    cmd = [sys.executable, "-m", "dhrag_core.cli", "chat", "--kb", str(kb), *args]
+    cmd = [sys.executable, "-m", "dhrag_core.app.cli", "chat", "--kb", str(kb), *args]
     if "--embedder" not in args:
         cmd += ["--embedder", "hashing"]
     if store:
@@ -476,7 +476,7 @@ def test_chat_interactive_on_a_terminal(tmp_path: Path, kb: Path) -> None:
            "DHRAG_CACHE": str(tmp_path / "cache"), "XDG_DATA_HOME": str(tmp_path / "data")}
     main_fd, sub_fd = pty.openpty()
     proc = subprocess.Popen(
-        [sys.executable, "-m", "dhrag_core.cli", "chat", "--kb", str(kb), "--embedder",
+        [sys.executable, "-m", "dhrag_core.app.cli", "chat", "--kb", str(kb), "--embedder",
          "hashing", "--store", "memory"],
         stdin=sub_fd, stdout=sub_fd, stderr=sub_fd, env=env, cwd=REPO, close_fds=True,
         start_new_session=True)
@@ -542,7 +542,7 @@ def interactive(tmp_path: Path, kb: Path, steps: list[tuple[bytes, bytes]],
            "DHRAG_CACHE": str(tmp_path / "cache"), "XDG_DATA_HOME": str(tmp_path / "data")}
     main_fd, sub_fd = pty.openpty()
     proc = subprocess.Popen(
-        [sys.executable, "-m", "dhrag_core.cli", "chat", "--kb", str(kb), "--embedder",
+        [sys.executable, "-m", "dhrag_core.app.cli", "chat", "--kb", str(kb), "--embedder",
          "hashing", *args],
         stdin=sub_fd, stdout=sub_fd, stderr=sub_fd, env=env, cwd=REPO, close_fds=True,
         start_new_session=True)
@@ -612,7 +612,7 @@ def test_llm_credentials_in_the_url_are_never_printed(
     env = {"PATH": os.environ.get("PATH", ""), "HOME": str(tmp_path),
            "DHRAG_CACHE": str(tmp_path / "cache"), "XDG_DATA_HOME": str(tmp_path / "data")}
     proc = subprocess.run(
-        [sys.executable, "-m", "dhrag_core.cli", "chat", "--kb", str(kb), "--embedder",
+        [sys.executable, "-m", "dhrag_core.app.cli", "chat", "--kb", str(kb), "--embedder",
          "hashing", "--store", "memory", "--base-url", url, "--model", "m", "--api-key",
          "sk-never-shown"],
         input="How long is the Great Wall?\nWhere do guinea pigs sleep?\n", capture_output=True,

@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from dhrag_core.chat import default_session, run_chat
-from dhrag_core.cli import build_parser, main
+from dhrag_core.app.chat import default_session, run_chat
+from dhrag_core.app.cli import build_parser, main
 
 
 def test_parser_rejects_unknown_commands() -> None:
@@ -25,7 +25,7 @@ def test_parser_rejects_unknown_commands() -> None:
 def test_demo_runs_offline_and_completes_follow_ups(tmp_path: Path) -> None:
     db = tmp_path / "demo.db"
     out = subprocess.run(
-        [sys.executable, "-m", "dhrag_core.cli", "demo", "--store", f"sqlite:///{db}"],
+        [sys.executable, "-m", "dhrag_core.app.cli", "demo", "--store", f"sqlite:///{db}"],
         capture_output=True, text=True, check=True, timeout=300,
         env={"HF_HUB_OFFLINE": "1", "PATH": "/usr/bin:/bin"},
     ).stdout
@@ -108,7 +108,7 @@ def test_ctrl_c_during_start_up_exits_quietly(tmp_path: Path) -> None:
     for command, delay in ((["chat", "--kb", str(kb)], 1.0), (["chat", "--kb", str(kb)], 2.5),
                            (["demo"], 2.0)):
         proc = subprocess.Popen(
-            [sys.executable, "-m", "dhrag_core.cli", *command], stdin=subprocess.PIPE,
+            [sys.executable, "-m", "dhrag_core.app.cli", *command], stdin=subprocess.PIPE,
             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
             preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
         time.sleep(delay)

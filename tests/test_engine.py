@@ -22,9 +22,9 @@ from dhrag_core import (
     integrate,
     softmax,
 )
+from dhrag_core.algorithm.hierarchy import topic_vector
+from dhrag_core.algorithm.rewriting import expand_vector
 from dhrag_core.embedding import l2_normalise
-from dhrag_core.hierarchy import topic_vector
-from dhrag_core.rewriting import expand_vector
 
 KB = [
     Passage("The Great Wall of China is built of stone, brick, tamped earth and wood.", id="w1",

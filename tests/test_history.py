@@ -14,8 +14,8 @@ from dhrag_core import (
     Passage,
     Settings,
     SQLiteStore,
-    scoring,
 )
+from dhrag_core.algorithm import scoring
 from dhrag_core.embedding import tokens
 from tests.conftest import FakeClock
 

@@ -15,8 +15,13 @@ import numpy as np
 import pytest
 
 from dhrag_core import DHRAG, FaissKnowledgeBase, HashingEmbedder, LightRewriter
+from dhrag_core.algorithm.llm_rewriting import (
+    LLMRewriter,
+    clean_rewrite,
+    default_gate,
+    rewrite_messages,
+)
 from dhrag_core.llm import LLM, LLMError, OpenAICompatibleLLM, llm_from_env
-from dhrag_core.llm_rewriting import LLMRewriter, clean_rewrite, default_gate, rewrite_messages
 from dhrag_core.records import SelectedTurn, Turn
 
 # -- a fake OpenAI-compatible server ---------------------------------------------------------
@@ -243,7 +248,7 @@ def test_failures_fall_back_to_the_light_rewriter(
     fake_llm: FakeOpenAI, reply: Reply, caplog: pytest.LogCaptureFixture
 ) -> None:
     fake_llm.script(reply)
-    with caplog.at_level(logging.WARNING, logger="dhrag_core.llm_rewriting"):
+    with caplog.at_level(logging.WARNING, logger="dhrag_core.algorithm.llm_rewriting"):
         out = LLMRewriter(llm(fake_llm)).rewrite("How long is it?", HISTORY)
     assert out == LightRewriter().rewrite("How long is it?", HISTORY)
     assert out.text == "How long is the Great Wall of China?"

@@ -6,10 +6,10 @@ import numpy as np
 import pytest
 
 from dhrag_core import FunctionEmbedder, HashingEmbedder, HistoryDatabase, Settings
-from dhrag_core.chains import ChainTracker, chain_length_stats
-from dhrag_core.clustering import TopicClusters, keyword_labels
+from dhrag_core.algorithm.chains import ChainTracker, chain_length_stats
+from dhrag_core.algorithm.clustering import TopicClusters, keyword_labels
+from dhrag_core.algorithm.hierarchy import SessionTree
 from dhrag_core.embedding import l2_normalise
-from dhrag_core.hierarchy import SessionTree
 from tests.conftest import FakeClock
 
 DIM = 32
@@ -306,7 +306,7 @@ def test_summary_members_and_matching_follow_removals_and_moves() -> None:
 
 
 def test_split_of_a_large_cluster_looks_at_its_newest_members() -> None:
-    import dhrag_core.clustering as clustering
+    import dhrag_core.algorithm.clustering as clustering
 
     tc = TopicClusters(DIM, threshold=0.3, min_quality=0.95, merge_every=10_000)
     limit = clustering._SPLIT_LIMIT

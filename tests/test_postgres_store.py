@@ -66,7 +66,7 @@ def test_cli_store_errors_hide_the_password(command: str, tmp_path: Path) -> Non
     kb.write_text("The Great Wall is long.", encoding="utf-8")
     extra = ["--embedder", "hashing", "--kb", str(kb)] if command == "chat" else []
     dsn = f"postgresql://bob:top#se?cret@127.0.0.1:{closed_port()}/db"
-    proc = subprocess.run([sys.executable, "-m", "dhrag_core.cli", command, *extra,
+    proc = subprocess.run([sys.executable, "-m", "dhrag_core.app.cli", command, *extra,
                            "--store", dsn], capture_output=True, text=True, timeout=120,
                           check=False, stdin=subprocess.DEVNULL)
     assert proc.returncode == 2, proc.stderr

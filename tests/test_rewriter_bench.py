@@ -29,7 +29,7 @@ from benchmarks.rewriters import (
     score,
     words,
 )
-from dhrag_core.llm_rewriting import LLMRewriter
+from dhrag_core.algorithm.llm_rewriting import LLMRewriter
 
 needs_canard = pytest.mark.skipif(not DEFAULT_DATA.is_file(), reason="CANARD dev not present")
 

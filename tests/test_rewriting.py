@@ -10,8 +10,8 @@ import numpy as np
 import pytest
 
 from dhrag_core import LightRewriter, SelectedTurn, Turn
-from dhrag_core.coreference import antecedents, referring_expression
-from dhrag_core.rewriting import is_incomplete, names
+from dhrag_core.algorithm.coreference import antecedents, referring_expression
+from dhrag_core.algorithm.rewriting import is_incomplete, names
 
 FIXTURES = Path(__file__).parent / "fixtures"
 

@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from dhrag_core import scoring
+from dhrag_core.algorithm import scoring
 
 
 def test_relevance_clips_to_unit_interval() -> None:

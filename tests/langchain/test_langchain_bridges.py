@@ -39,7 +39,7 @@ from dhrag_core import (
     Rewrite,
     SelectedTurn,
 )
-from dhrag_core.llm_rewriting import clean_rewrite
+from dhrag_core.algorithm.llm_rewriting import clean_rewrite
 from langchain_dhrag import (
     ChatModelLLM,
     DHRAGEmbeddings,
@@ -206,7 +206,7 @@ def test_rewriter_falls_back_when_the_model_fails(
     expected = LightRewriter().rewrite(FOLLOW_UP, history)
     assert expected.text != FOLLOW_UP
 
-    with caplog.at_level(logging.WARNING, logger="dhrag_core.llm_rewriting"):
+    with caplog.at_level(logging.WARNING, logger="dhrag_core.algorithm.llm_rewriting"):
         assert _rewriter(RaisingChatModel()).rewrite(FOLLOW_UP, history) == expected
     assert "provider down" in caplog.text
     empty = _rewriter(FakeListChatModel(responses=["Standalone question:  "]))

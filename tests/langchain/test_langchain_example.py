@@ -13,7 +13,7 @@ import pytest
 from langchain_core.language_models import FakeListChatModel
 
 from dhrag_core import MiniLMEmbedder
-from dhrag_core.demo import DEMO_TURNS
+from dhrag_core.app.demo import DEMO_TURNS
 
 pytestmark = pytest.mark.model
 

@@ -9,7 +9,7 @@ from langchain_core.vectorstores import InMemoryVectorStore
 from lc_support import FOLLOW_UP, PIG_A, PIG_Q, WALL_A, WALL_Q, demo_documents
 
 from dhrag_core import MiniLMEmbedder
-from dhrag_core.demo import load_demo_kb
+from dhrag_core.app.demo import load_demo_kb
 from langchain_dhrag import DHRAGEmbeddings, DHRAGRetriever
 
 

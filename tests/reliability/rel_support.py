@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from dhrag_core import HistoryDatabase
-from dhrag_core.hierarchy import SessionTree
+from dhrag_core.algorithm.hierarchy import SessionTree
 
 
 def check_tree(db: HistoryDatabase, sid: str) -> SessionTree:

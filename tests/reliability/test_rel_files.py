@@ -25,7 +25,7 @@ from dhrag_core import (
     SQLiteStore,
     StoreUnavailableError,
 )
-from dhrag_core.chat import ChatSession, chat_loop
+from dhrag_core.app.chat import ChatSession, chat_loop
 from dhrag_core.store import CorruptStoreError
 
 REPO = Path(__file__).resolve().parents[2]
@@ -180,7 +180,7 @@ def test_a_directory_is_a_clear_error(tmp_path: Path) -> None:
     kb = tmp_path / "kb.txt"
     kb.write_text("The Great Wall is long.", encoding="utf-8")
     for args in (["chat", "--embedder", "hashing", "--kb", str(kb)], ["demo"]):
-        proc = subprocess.run([sys.executable, "-m", "dhrag_core.cli", *args, "--store",
+        proc = subprocess.run([sys.executable, "-m", "dhrag_core.app.cli", *args, "--store",
                                f"sqlite:///{tmp_path}"], capture_output=True, text=True,
                               cwd=REPO, env=env, timeout=120, stdin=subprocess.DEVNULL)
         assert proc.returncode == 2, proc.stderr

@@ -43,10 +43,10 @@ from dhrag_core import (
     MemoryStore,
     Settings,
     SQLiteStore,
-    scoring,
     softmax,
 )
-from dhrag_core.hierarchy import SessionTree
+from dhrag_core.algorithm import scoring
+from dhrag_core.algorithm.hierarchy import SessionTree
 from dhrag_core.records import Turn
 
 # -- the scoring functions ------------------------------------------------------------------

@@ -12,10 +12,10 @@ import logging
 import re
 from collections.abc import Callable, Sequence
 
+from dhrag_core.algorithm.rewriting import LightRewriter, QueryRewriter, Rewrite, is_incomplete
 from dhrag_core.embedding import tokens
 from dhrag_core.llm import LLM, Message, OpenAICompatibleLLM
 from dhrag_core.records import SelectedTurn
-from dhrag_core.rewriting import LightRewriter, QueryRewriter, Rewrite, is_incomplete
 from dhrag_core.transcript import format_transcript
 
 __all__ = [

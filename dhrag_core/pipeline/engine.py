@@ -18,16 +18,16 @@ from typing import Any
 
 import numpy as np
 
+from dhrag_core.algorithm.hierarchy import topic_vector
+from dhrag_core.algorithm.integration import Candidate, integrate
+from dhrag_core.algorithm.rewriting import LightRewriter, QueryRewriter, Rewrite, expand_vector
+from dhrag_core.algorithm.summaries import Summariser
 from dhrag_core.embedding import Embedder
-from dhrag_core.hierarchy import topic_vector
 from dhrag_core.history import AddResult, HistoryDatabase
-from dhrag_core.integration import Candidate, integrate
-from dhrag_core.knowledge import KnowledgeBase
+from dhrag_core.pipeline.knowledge import KnowledgeBase
 from dhrag_core.records import ContextItem, Passage, SelectedTurn, Selection, Turn, Vector
-from dhrag_core.rewriting import LightRewriter, QueryRewriter, Rewrite, expand_vector
 from dhrag_core.settings import Settings
 from dhrag_core.store import HistoryStore
-from dhrag_core.summaries import Summariser
 from dhrag_core.timing import StageTimer
 from dhrag_core.validation import check_k, check_session_id
 

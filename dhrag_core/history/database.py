@@ -21,16 +21,16 @@ from typing import Any
 
 import numpy as np
 
-from dhrag_core import scoring
-from dhrag_core.chains import chain_length_stats
-from dhrag_core.clustering import keyword_labels
+from dhrag_core.algorithm import scoring
+from dhrag_core.algorithm.chains import chain_length_stats
+from dhrag_core.algorithm.clustering import keyword_labels
+from dhrag_core.algorithm.hierarchy import SessionTree, TreeMatch
+from dhrag_core.algorithm.summaries import ExtractiveSummariser, Summariser
 from dhrag_core.embedding import Embedder, MiniLMEmbedder, l2_normalise, tokens
-from dhrag_core.hierarchy import SessionTree, TreeMatch
 from dhrag_core.index import VectorIndex
 from dhrag_core.records import HistoryHit, Passage, SelectedTurn, Turn, Vector
 from dhrag_core.settings import Settings
 from dhrag_core.store import HistoryStore, StaleSessionError, open_store
-from dhrag_core.summaries import ExtractiveSummariser, Summariser
 from dhrag_core.timing import StageTimer
 from dhrag_core.validation import (
     CLEANED_KEY,

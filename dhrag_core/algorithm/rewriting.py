@@ -17,7 +17,7 @@ from typing import Protocol, runtime_checkable
 
 import numpy as np
 
-from dhrag_core.coreference import (
+from dhrag_core.algorithm.coreference import (
     Antecedent,
     antecedents,
     complete_name,
@@ -27,8 +27,8 @@ from dhrag_core.coreference import (
     referring_expression,
     resolve,
 )
+from dhrag_core.algorithm.hierarchy import topic_vector
 from dhrag_core.embedding import l2_normalise, tokens
-from dhrag_core.hierarchy import topic_vector
 from dhrag_core.records import SelectedTurn, Turn, Vector
 
 __all__ = ["LightRewriter", "QueryRewriter", "Rewrite", "expand_vector", "is_incomplete"]
@@ -113,7 +113,7 @@ class LightRewriter:
 
     ``mode="substitute"`` (default): the first referring expression ("it", "his", "they",
     "that one", "there") is replaced by the best agreeing phrase of the selected turns
-    (``dhrag_core.coreference``); "what happened" and "the band" get that phrase as their
+    (``dhrag_core.algorithm.coreference``); "what happened" and "the band" get that phrase as their
     complement, a short form of it is written in full; a fragment ("and in 2019?") replaces
     the year of the last question; an incomplete question made of the history's words gets
     "Regarding <phrase>, ..."; "what else" excludes the name the last answer gave. A query

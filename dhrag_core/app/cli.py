@@ -11,18 +11,18 @@ from collections.abc import Sequence
 from importlib.metadata import PackageNotFoundError, version
 from typing import TextIO
 
-from dhrag_core.answering import ExtractiveAnswerer
-from dhrag_core.chat import (
+from dhrag_core.app.answering import ExtractiveAnswerer
+from dhrag_core.app.chat import (
     CHAT_DESCRIPTION,
     add_chat_arguments,
     add_sessions_arguments,
     run_chat,
     run_sessions,
 )
-from dhrag_core.demo import DEMO_TURNS, load_demo_kb
+from dhrag_core.app.demo import DEMO_TURNS, load_demo_kb
+from dhrag_core.app.ingest import status, warm_up
 from dhrag_core.embedding import MiniLMEmbedder
-from dhrag_core.engine import DHRAG
-from dhrag_core.ingest import status, warm_up
+from dhrag_core.pipeline.engine import DHRAG
 from dhrag_core.records import Selection
 from dhrag_core.settings import Settings
 from dhrag_core.store import open_store, redact_dsn

@@ -24,7 +24,7 @@ from typing import Any
 import numpy as np
 
 from dhrag_core.embedding import Embedder, MiniLMEmbedder
-from dhrag_core.knowledge import MAX_PASSAGE_CHARS, FaissKnowledgeBase
+from dhrag_core.pipeline.knowledge import MAX_PASSAGE_CHARS, FaissKnowledgeBase
 from dhrag_core.records import Passage, Vector
 from dhrag_core.validation import CLEANED_KEY, clean_passage, clean_text
 

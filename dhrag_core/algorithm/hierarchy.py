@@ -17,8 +17,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from dhrag_core.chains import ChainTracker
-from dhrag_core.clustering import TopicClusters
+from dhrag_core.algorithm.chains import ChainTracker
+from dhrag_core.algorithm.clustering import TopicClusters
 from dhrag_core.embedding import l2_normalise
 from dhrag_core.index import RowBuffer
 from dhrag_core.records import Turn, Vector

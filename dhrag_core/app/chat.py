@@ -23,13 +23,13 @@ from datetime import datetime
 from pathlib import Path
 from typing import TextIO
 
-from dhrag_core.answering import ExtractiveAnswerer
+from dhrag_core.algorithm.llm_rewriting import LLMRewriter
+from dhrag_core.app.answering import ExtractiveAnswerer
+from dhrag_core.app.ingest import load_kb, warm_up
 from dhrag_core.embedding import Embedder, HashingEmbedder, MiniLMEmbedder
-from dhrag_core.engine import DHRAG
 from dhrag_core.history import HistoryDatabase
-from dhrag_core.ingest import load_kb, warm_up
 from dhrag_core.llm import LLM, LLMError, Message, OpenAICompatibleLLM, llm_from_env
-from dhrag_core.llm_rewriting import LLMRewriter
+from dhrag_core.pipeline.engine import DHRAG
 from dhrag_core.records import Passage, Selection, Turn
 from dhrag_core.store import PostgresStore, SQLiteStore, open_store, redact_dsn
 from dhrag_core.transcript import clip, describe_selected, exchanges, in_turn_order
@@ -592,7 +592,7 @@ def run_chat(args: argparse.Namespace, stdin: TextIO | None = None,
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """``python -m dhrag_core.chat``: the chat command alone."""
+    """``python -m dhrag_core.app.chat``: the chat command alone."""
     ap = argparse.ArgumentParser(prog="dhrag chat", description=CHAT_DESCRIPTION)
     add_chat_arguments(ap)
     return run_chat(ap.parse_args(argv))
