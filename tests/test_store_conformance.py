@@ -28,6 +28,7 @@ from dhrag_core import (
     StaleSessionError,
     Turn,
 )
+from dhrag_core.history.sessions import SessionCache
 
 BACKENDS = ["memory", "sqlite", "postgres"]
 
@@ -401,13 +402,13 @@ def test_a_process_catches_up_without_reloading_the_session(
     """Alternating writers (a load balancer): each applies only the other's changes, and ends
     in the state a full load gives."""
     reloads = []
-    full = HistoryDatabase._reload
+    full = SessionCache.reload
 
-    def counting(self: HistoryDatabase, session_id: str, s: Any) -> None:
+    def counting(self: SessionCache, session_id: str, s: Any) -> None:
         reloads.append(session_id)
         full(self, session_id, s)
 
-    monkeypatch.setattr(HistoryDatabase, "_reload", counting)
+    monkeypatch.setattr(SessionCache, "reload", counting)
     clock = Clock()
     emb = HashingEmbedder(dimension=128)
     a = HistoryDatabase(embedder=emb, store=backend.open(), settings=SETTINGS, clock=clock)

@@ -11,31 +11,27 @@ from __future__ import annotations
 import bisect
 from collections import Counter
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
 
 import numpy as np
 
-from dhrag_core.index import RowBuffer, VectorIndex
+from dhrag_core.algorithm.members import OrderedMembers
+from dhrag_core.index import VectorIndex
 from dhrag_core.records import Vector
 
 __all__ = ["Chain", "ChainTracker", "chain_length_stats"]
 
 
-@dataclass
-class Chain:
-    """Turn ids of one thread in turn order, the running vector sum, and the latest turn.
+class Chain(OrderedMembers):
+    """One thread: its turns in turn order with their vector sum (``OrderedMembers``), and
+    the latest turn's index and vector (``members[-1]`` is the latest)."""
 
-    ``members`` stay sorted by turn index (``indexes``), so ``members[-1]`` is the latest.
-    """
+    __slots__ = ("id", "last_index", "last_vector")
 
-    id: int
-    members: list[str] = field(default_factory=list)
-    indexes: list[int] = field(default_factory=list)
-    total: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.float64))
-    last_index: int = -1
-    last_vector: np.ndarray | None = None
-    rows: RowBuffer | None = field(default=None, repr=False, compare=False)
-    """The members' vectors in member order, built when first asked for (``window``)."""
+    def __init__(self, chain_id: int, dimension: int) -> None:
+        super().__init__(dimension)
+        self.id = chain_id
+        self.last_index = -1
+        self.last_vector: Vector | None = None
 
     @property
     def centroid(self) -> Vector:
@@ -67,12 +63,7 @@ class ChainTracker:
         return len(self.chains)
 
     def _add(self, chain: Chain, turn_id: str, vector: Vector, index: int) -> None:
-        at = bisect.bisect_right(chain.indexes, index)
-        chain.members.insert(at, turn_id)
-        chain.indexes.insert(at, index)
-        if chain.rows is not None:
-            chain.rows.insert(at, vector)
-        chain.total = chain.total + vector.astype(np.float64)
+        chain.add(turn_id, vector, index)
         if index >= chain.last_index:
             chain.last_index, chain.last_vector = index, vector
         self.of[turn_id] = chain.id
@@ -110,7 +101,7 @@ class ChainTracker:
         elif best is not None and best[1] >= self.threshold:
             chain = self.chains[best[0]]
         else:
-            chain = Chain(self._next_id, total=np.zeros(self.dimension))
+            chain = Chain(self._next_id, self.dimension)
             self.chains[chain.id] = chain
             self._next_id += 1
         self._add(chain, turn_id, vector, index)
@@ -120,7 +111,7 @@ class ChainTracker:
         """Put back a stored link (turns must come in index order)."""
         chain = self.chains.get(chain_id)
         if chain is None:
-            chain = self.chains[chain_id] = Chain(chain_id, total=np.zeros(self.dimension))
+            chain = self.chains[chain_id] = Chain(chain_id, self.dimension)
         self._add(chain, turn_id, vector, index)
         self._next_id = max(self._next_id, chain_id + 1)
 
@@ -130,11 +121,7 @@ class ChainTracker:
             return
         chain = self.chains[cid]
         was_latest = chain.members[-1] == turn_id
-        at = chain.members.index(turn_id)
-        del chain.members[at], chain.indexes[at]
-        if chain.rows is not None:
-            chain.rows.delete(at)
-        chain.total = chain.total - vector.astype(np.float64)
+        chain.discard(turn_id, vector)
         if not chain.members:
             del self.chains[cid]
             self._lasts.remove([cid])
@@ -149,9 +136,7 @@ class ChainTracker:
     ) -> tuple[list[str], list[int], np.ndarray]:
         """The chain's latest ``size`` members: ids, turn indexes and vectors (oldest first)."""
         chain = self.chains[chain_id]
-        if chain.rows is None:
-            chain.rows = RowBuffer(np.stack([vectors[m] for m in chain.members]))
-        return chain.members[-size:], chain.indexes[-size:], chain.rows.view()[-size:]
+        return chain.members[-size:], chain.indexes[-size:], chain.rows(vectors)[-size:]
 
     def relevance(
         self, vector: Vector, matched: Mapping[int, float]
@@ -164,10 +149,6 @@ class ChainTracker:
             at = np.searchsorted(slots, [self._cents.slot_of(c) for c in matched])
             rel[at] = np.maximum(rel[at], np.fromiter(matched.values(), dtype=np.float64))
         return slots, rel, self._last_index[slots]
-
-    def position(self, slots: np.ndarray, chain_id: int) -> int:
-        """Where ``chain_id`` is in ``slots`` (as returned by ``relevance``)."""
-        return int(np.searchsorted(slots, self._cents.slot_of(chain_id)))
 
     def at_slot(self, slot: int) -> int:
         """The chain id held in a slot of ``relevance``."""

@@ -19,8 +19,8 @@ import numpy as np
 
 from dhrag_core.algorithm.chains import ChainTracker
 from dhrag_core.algorithm.clustering import TopicClusters
+from dhrag_core.algorithm.members import OrderedMembers
 from dhrag_core.embedding import l2_normalise
-from dhrag_core.index import RowBuffer
 from dhrag_core.records import Turn, Vector
 from dhrag_core.settings import Settings
 
@@ -50,7 +50,8 @@ class SummaryNode:
     key: str
     cluster_id: int
     chain_id: int
-    members: AbstractSet[str]
+    members: Sequence[str]
+    """Oldest first; a live view, valid until the tree next changes."""
     vector: Vector
 
 
@@ -62,53 +63,6 @@ def _top(scores: np.ndarray, k: int) -> np.ndarray:
     else:
         candidates = np.arange(scores.size)
     return candidates[np.argsort(-scores[candidates], kind="stable")[:k]]
-
-
-class _Group:
-    """One summary node's members and vector sum, with its members in turn order and their
-    stacked vectors, built on first use and then kept in step with the membership."""
-
-    __slots__ = ("_ids", "_indexes", "_rows", "members", "total")
-
-    def __init__(self, dimension: int) -> None:
-        self.members: set[str] = set()
-        self.total = np.zeros(dimension, dtype=np.float64)
-        self._ids: list[str] | None = None
-        self._indexes: list[int] = []
-        self._rows: RowBuffer | None = None
-
-    def add(self, turn_id: str, vector: Vector, index: int) -> None:
-        self.members.add(turn_id)
-        self.total = self.total + vector
-        if self._ids is not None:
-            at = bisect.bisect_right(self._indexes, index)
-            self._ids.insert(at, turn_id)
-            self._indexes.insert(at, index)
-            if self._rows is not None:
-                self._rows.insert(at, vector)
-
-    def discard(self, turn_id: str, vector: Vector) -> None:
-        self.members.discard(turn_id)
-        self.total = self.total - vector
-        if self._ids is not None:
-            at = self._ids.index(turn_id)
-            del self._ids[at], self._indexes[at]
-            if self._rows is not None:
-                self._rows.delete(at)
-
-    def ordered(self, index_of: Mapping[str, int]) -> tuple[list[str], list[int]]:
-        """Member ids and their turn indexes, oldest first."""
-        if self._ids is None:
-            self._ids = sorted(self.members, key=index_of.__getitem__)
-            self._indexes = [index_of[m] for m in self._ids]
-        return self._ids, self._indexes
-
-    def matrix(self, vectors: Mapping[str, Vector], index_of: Mapping[str, int]) -> np.ndarray:
-        """The members' vectors stacked in ``ordered`` order."""
-        if self._rows is None:
-            ids, _ = self.ordered(index_of)
-            self._rows = RowBuffer(np.stack([vectors[m] for m in ids]))
-        return self._rows.view()
 
 
 @dataclass(frozen=True)
@@ -134,29 +88,29 @@ class SessionTree:
         self.vectors: dict[str, Vector] = {}
         self.index_of: dict[str, int] = {}
         self.comparisons = 0
-        # summary groups: (cluster id, chain id) -> members, vector sum, cached turn-order views
-        self._groups: dict[tuple[int, int], _Group] = {}
-        self._group_of: dict[str, tuple[int, int]] = {}
-        self._cluster_groups: dict[int, set[tuple[int, int]]] = defaultdict(set)
+        # summary nodes: (cluster id, chain id) -> members in turn order and their vector sum
+        self._nodes: dict[tuple[int, int], OrderedMembers] = {}
+        self._node_of: dict[str, tuple[int, int]] = {}
+        self._cluster_nodes: dict[int, set[tuple[int, int]]] = defaultdict(set)
 
-    def _group_add(self, turn_id: str) -> None:
+    def _node_add(self, turn_id: str) -> None:
         key = (self.clusters.of[turn_id], self.chains.of[turn_id])
-        group = self._groups.get(key)
-        if group is None:
-            group = self._groups[key] = _Group(len(self.vectors[turn_id]))
-        group.add(turn_id, self.vectors[turn_id], self.index_of[turn_id])
-        self._group_of[turn_id] = key
-        self._cluster_groups[key[0]].add(key)
+        node = self._nodes.get(key)
+        if node is None:
+            node = self._nodes[key] = OrderedMembers(len(self.vectors[turn_id]))
+        node.add(turn_id, self.vectors[turn_id], self.index_of[turn_id])
+        self._node_of[turn_id] = key
+        self._cluster_nodes[key[0]].add(key)
 
-    def _group_remove(self, turn_id: str) -> None:
-        key = self._group_of.pop(turn_id, None)
+    def _node_remove(self, turn_id: str) -> None:
+        key = self._node_of.pop(turn_id, None)
         if key is None:
             return
-        group = self._groups[key]
-        group.discard(turn_id, self.vectors[turn_id])
-        if not group.members:
-            del self._groups[key]
-            self._cluster_groups[key[0]].discard(key)
+        node = self._nodes[key]
+        node.discard(turn_id, self.vectors[turn_id])
+        if not node.members:
+            del self._nodes[key]
+            self._cluster_nodes[key[0]].discard(key)
 
     def __len__(self) -> int:
         return len(self.vectors)
@@ -182,8 +136,8 @@ class SessionTree:
         self.vectors[turn.turn_id] = v
         self.index_of[turn.turn_id] = turn.index
         for moved in changed:
-            self._group_remove(moved)
-            self._group_add(moved)
+            self._node_remove(moved)
+            self._node_add(moved)
         cluster_id = changed.pop(turn.turn_id)
         return cluster_id, chain_id, changed
 
@@ -198,17 +152,56 @@ class SessionTree:
             self.index_of[t.turn_id] = t.index
             self.clusters.restore(t.turn_id, v, t.cluster_id)
             self.chains.restore(t.turn_id, v, t.index, t.chain_id)
-            self._group_add(t.turn_id)
+            self._node_add(t.turn_id)
 
     def remove(self, turn_id: str) -> None:
         v = self.vectors.get(turn_id)
         if v is None:
             return
-        self._group_remove(turn_id)
+        self._node_remove(turn_id)
         self.clusters.remove(turn_id, v)
         self.chains.remove(turn_id, v, self.vectors)
         del self.vectors[turn_id]
         del self.index_of[turn_id]
+
+    # -- what selection reads ----------------------------------------------------------------
+
+    @property
+    def has_chains(self) -> bool:
+        return bool(self.chains.chains)
+
+    def chain_of(self, turn_id: str) -> int | None:
+        """The chain (thread) holding ``turn_id``; None when the turn is not in the tree."""
+        return self.chains.of.get(turn_id)
+
+    def chain_window(self, chain_id: int, size: int) -> tuple[list[str], list[int], np.ndarray]:
+        """The chain's latest ``size`` members: ids, turn indexes and topic vectors, oldest
+        first."""
+        return self.chains.window(chain_id, self.vectors, size)
+
+    def chain_ages(self, chain_id: int, indexes: Sequence[int]) -> list[int]:
+        """Turns of the chain from each given turn index on (1: its latest turn)."""
+        return self.chains.thread_ages(chain_id, indexes)
+
+    def rank_chains(
+        self, query: Vector, matched: Mapping[int, float]
+    ) -> tuple[list[int], np.ndarray, np.ndarray]:
+        """Every chain's id, relevance to ``query`` (its centroid's cosine, raised to
+        ``matched[chain]``, a matched turn's similarity) and latest turn index."""
+        slots, rel, last = self.chains.relevance(query, matched)
+        return [self.chains.at_slot(int(slot)) for slot in slots], rel, last
+
+    def chain_lengths(self) -> list[int]:
+        return self.chains.lengths()
+
+    def cluster_ids(self) -> list[int]:
+        """Ids of the topic clusters, oldest first."""
+        return list(self.clusters.clusters)
+
+    def cluster_members(self, cluster_id: int) -> AbstractSet[str]:
+        """The turns of a topic cluster (empty when there is no such cluster)."""
+        cluster = self.clusters.clusters.get(cluster_id)
+        return cluster.members if cluster is not None else frozenset()
 
     # -- the summary layer ------------------------------------------------------------------
 
@@ -216,12 +209,12 @@ class SessionTree:
         """The summary nodes under the given clusters (kept up to date on every change)."""
         nodes: list[SummaryNode] = []
         for cid in cluster_ids:
-            keys = sorted(self._cluster_groups.get(cid, ()))
+            keys = sorted(self._cluster_nodes.get(cid, ()))
             if not keys:
                 continue
-            vecs = l2_normalise(np.stack([self._groups[k].total for k in keys]))
+            vecs = l2_normalise(np.stack([self._nodes[k].total for k in keys]))
             nodes.extend(
-                SummaryNode(f"{k[0]}.{k[1]}", k[0], k[1], self._groups[k].members, v)
+                SummaryNode(f"{k[0]}.{k[1]}", k[0], k[1], self._nodes[k].members, v)
                 for k, v in zip(keys, vecs, strict=True)
             )
         return nodes
@@ -229,8 +222,9 @@ class SessionTree:
     def summary_of(self, turn_id: str) -> tuple[str, list[str]]:
         """The summary node holding ``turn_id``: its key and its latest members (at most
         ``summary_size``, up to this turn), oldest first."""
-        key = self._group_of[turn_id]
-        ids, indexes = self._groups[key].ordered(self.index_of)
+        key = self._node_of[turn_id]
+        node = self._nodes[key]
+        ids, indexes = node.members, node.indexes
         end = bisect.bisect_right(indexes, self.index_of[turn_id])
         return f"{key[0]}.{key[1]}", ids[max(0, end - self.settings.summary_size) : end]
 
@@ -267,9 +261,9 @@ class SessionTree:
         found: list[str] = []
         parts, owner = [], []
         for n, node in enumerate(best_nodes):
-            group = self._groups[(node.cluster_id, node.chain_id)]
-            ids, _ = group.ordered(self.index_of)
-            parts.append(group.matrix(self.vectors, self.index_of) @ query)
+            members = self._nodes[(node.cluster_id, node.chain_id)]
+            ids = members.members
+            parts.append(members.rows(self.vectors) @ query)
             found.extend(ids)
             owner.append(np.full(len(ids), n))
         sims = np.concatenate(parts)

@@ -1,0 +1,123 @@
+"""Checks and encoding of one turn's input before anything is written.
+
+Passages are cleaned to what every store can keep, given vectors are validated, and whatever
+is missing (query, response, passages) is encoded in one batch.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+from dhrag_core.embedding import Embedder, l2_normalise, tokens
+from dhrag_core.records import Passage, Vector
+from dhrag_core.settings import Settings
+from dhrag_core.validation import CLEANED_KEY, check_text, clean_passage
+
+__all__ = ["answer_shares", "check_passages", "check_timestamp", "check_vector", "encode_turn"]
+
+log = logging.getLogger(__name__)
+
+
+def check_passages(passages: Any, settings: Settings) -> list[Passage]:
+    """The passages, cleaned to what every store can keep (``clean_passage``): a passage
+    a retriever returned never costs the turn."""
+    if passages is None:
+        return []
+    if isinstance(passages, (str, bytes, Passage)):
+        raise TypeError("passages must be a list of str or Passage, not a single item")
+    out: list[Passage] = []
+    for i, p in enumerate(passages):
+        if not isinstance(p, Passage):
+            # retrievers do return empty documents; storing one is harmless
+            if isinstance(p, str):
+                p = Passage(text=p)
+            else:
+                check_text(f"passages[{i}]", p, max_chars=settings.max_text_chars)
+        elif not isinstance(p.text, str):
+            check_text(f"passages[{i}].text", p.text, max_chars=1)
+        clean = clean_passage(p, settings.max_text_chars)
+        if clean is not p:
+            log.warning("passages[%d] (%s) cleaned to be stored: %s", i,
+                        clean.id or clean.title or "no id",
+                        clean.metadata.get(CLEANED_KEY, ""))
+        out.append(clean)
+    if len(out) > settings.max_passages:
+        raise ValueError(
+            f"passages has {len(out)} items; the limit is {settings.max_passages} "
+            "(Settings.max_passages)"
+        )
+    return out
+
+
+def check_timestamp(timestamp: Any) -> None:
+    if timestamp is not None and (
+        isinstance(timestamp, bool) or not isinstance(timestamp, (int, float))
+        or not np.isfinite(timestamp)
+    ):
+        raise TypeError(f"timestamp must be a finite number of seconds, got {timestamp!r}")
+
+
+def check_vector(name: str, v: Any, dimension: int) -> Vector:
+    """``v`` as a unit float32 vector of ``dimension``; ValueError when it cannot be one."""
+    a = np.asarray(v, dtype=np.float32)
+    if a.ndim != 1 or a.shape[0] != dimension or not np.isfinite(a).all():
+        raise ValueError(
+            f"{name} must be a finite vector of length {dimension}, got shape {a.shape}"
+        )
+    out: Vector = l2_normalise(a)[0]
+    return out
+
+
+def answer_shares(response: str, passages: Sequence[Passage]) -> np.ndarray | None:
+    """Weights of the passages in a response's derived vector: the squared share of the
+    response's content words that each passage contains; None when no passage shares one."""
+    words = set(tokens(response))
+    if not words or not passages:
+        return None
+    shares = np.array([len(words.intersection(tokens(p.text))) for p in passages],
+                      dtype=np.float32) / len(words)
+    if not shares.any():
+        return None
+    out: np.ndarray = shares**2
+    return out
+
+
+def encode_turn(
+    embedder: Embedder, settings: Settings, query: str, response: str, items: list[Passage],
+    query_vector: Vector | None,
+) -> tuple[Vector, Vector | None, Vector]:
+    """Query, response and passage vectors: given ones checked, the rest encoded in one
+    batch (the response only when ``Settings.answer_vector`` asks for it; otherwise it is
+    derived from the passages it draws on)."""
+    dim = embedder.dimension
+    missing = [i for i, p in enumerate(items) if p.vector is None]
+    shares = None
+    if response and settings.answer_vector == "passages":
+        shares = answer_shares(response, items)
+    encode_response = bool(response) and shares is None
+    texts = ([query] if query_vector is None else []) + ([response] if encode_response else [])
+    texts += [items[i].text for i in missing]
+    enc = embedder.encode(texts) if texts else np.zeros((0, dim), np.float32)
+    pos = 0
+    if query_vector is None:
+        qv = enc[0]
+        pos = 1
+    else:
+        qv = check_vector("query_vector", query_vector, dim)
+    rv = None
+    if encode_response:
+        rv = enc[pos]
+        pos += 1
+    pv = np.zeros((len(items), dim), dtype=np.float32)
+    for i, p in enumerate(items):
+        if p.vector is not None:
+            pv[i] = check_vector(f"passages[{i}].vector", p.vector, dim)
+    if missing:
+        pv[missing] = enc[pos:]
+    if shares is not None:
+        rv = l2_normalise(shares @ pv)[0]
+    return qv, rv, pv

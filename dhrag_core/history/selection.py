@@ -1,0 +1,166 @@
+"""DH-RAG history selection (D_h^HM and D_h^CoT): which stored turns a query gets as history.
+
+Candidates come from hierarchical matching (cluster -> summary node -> turn), from the best
+turn of the thread T* the query continues, and the thread's latest turn (elliptical
+follow-ups); each is weighed like the update rule, ``alpha * relevance + (1 - alpha) *
+recency``, with recency counted in turns of the thread, and the ``history_turns`` best kept.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+
+import numpy as np
+
+from dhrag_core.algorithm import scoring
+from dhrag_core.algorithm.hierarchy import TreeMatch
+from dhrag_core.algorithm.summaries import Summariser
+from dhrag_core.history.labels import cluster_labels, summary_text
+from dhrag_core.history.session import SessionState, Threads
+from dhrag_core.records import SelectedTurn, Turn, Vector
+from dhrag_core.settings import Settings
+
+__all__ = ["Selection"]
+
+Clock = Callable[[], float]
+
+_CHAIN_WINDOW = 64  # latest turns of T* scanned for its best turn
+
+
+class Selection:
+    """Selects history turns for a query under ``settings`` (its ablation switches apply)."""
+
+    def __init__(self, settings: Settings, summariser: Summariser) -> None:
+        self.settings = settings
+        self.summariser = summariser
+
+    def select_threads(
+        self, s: SessionState, qv: Vector, n: int, clock: Clock
+    ) -> list[list[SelectedTurn]]:
+        """The selection inside each of the ``n`` threads the query most likely continues, T*
+        first; one list without chains (``use_chains=False``) or history."""
+        if not s.turns:
+            return [[]]
+        if not self.settings.use_chains:
+            return [self._select_flat(s, qv, clock)]
+        if not s.tree.has_chains:
+            return [[]]
+        threads, matches = self.threads(s, qv)
+        return [self._select_in_thread(s, qv, t, matches, clock) for t, _ in threads[:n]]
+
+    def continued_thread(self, s: SessionState, qv: Vector) -> int | None:
+        """The thread a new turn joins because its query continues it (``thread_link``): the
+        T* that selection chose for that query, when the query matched it well enough."""
+        cfg = self.settings
+        if not cfg.use_chains or cfg.thread_link is None or not s.tree.has_chains:
+            return None
+        thread, relevance = self.threads(s, qv)[0][0]
+        return thread if relevance >= cfg.thread_link else None
+
+    def threads(self, s: SessionState, qv: Vector) -> Threads:
+        """Chains (threads) by how well the query continues them, T* first, with their
+        relevance; and the tree matches.
+
+        A chain's relevance is its best matched turn's (or its centroid's) similarity to the
+        query; chains active lately get ``thread_recency`` more, so an elliptical follow-up,
+        relevant to nothing in particular, stays in the thread of the turn before it.
+        """
+        key = qv.tobytes()
+        memo = s.thread_memo
+        if memo is not None and memo[0] == key and memo[1] == s.version:
+            return memo[2]
+        cfg = self.settings
+        tree = s.tree
+        matches = tree.match(qv, hierarchical=cfg.use_hierarchy, clusters=cfg.use_clustering)
+        matched: dict[int, float] = {}
+        for m in matches:
+            cid = tree.chain_of(m.turn_id)
+            if cid is not None:
+                matched[cid] = max(matched.get(cid, -1.0), m.similarity)
+        ids, rel, last = tree.rank_chains(qv, matched)
+        bonus = cfg.thread_recency if cfg.use_recency else 0.0
+        score = scoring.thread_score(rel, s.next_index - last, bonus, cfg.thread_half_life)
+        order = [int(i) for i in np.argsort(-score, kind="stable")]
+        current = tree.chain_of(s.latest) if s.latest is not None else None
+        best = order[0]
+        if (cfg.thread_switch is not None and current is not None
+                and ids[best] != current and rel[best] < cfg.thread_switch):
+            stay = ids.index(current)
+            order.remove(stay)
+            order.insert(0, stay)
+        found = [(ids[i], float(rel[i])) for i in order], matches
+        s.thread_memo = (key, s.version, found)
+        return found
+
+    def _select_in_thread(
+        self, s: SessionState, qv: Vector, thread: int, matches: Sequence[TreeMatch],
+        clock: Clock,
+    ) -> list[SelectedTurn]:
+        """DH-RAG selection inside ``thread``: its matched turns, its best turn and its latest,
+        with recency counted in turns of that thread (other threads' turns do not age it)."""
+        cfg = self.settings
+        tree = s.tree
+        via: dict[str, list[str]] = {}
+        for m in matches:
+            if tree.chain_of(m.turn_id) == thread:
+                via.setdefault(m.turn_id, []).append("hierarchy")
+        members, _, vectors = tree.chain_window(thread, _CHAIN_WINDOW)
+        alpha = cfg.alpha if cfg.use_recency else 1.0
+        ages = np.arange(len(members), 0, -1, dtype=np.float64)
+        weight = scoring.combined_weight(scoring.relevance(vectors @ qv),
+                                         scoring.recency(ages, cfg.half_life_turns), alpha)
+        via.setdefault(members[int(np.argmax(weight))], []).append("chain")
+        via.setdefault(members[-1], []).append("recent")
+        ages_in_thread = tree.chain_ages(thread, [s.turns[t].index for t in via])
+        return self._weigh(s, qv, via, ages_in_thread, clock)
+
+    def _select_flat(self, s: SessionState, qv: Vector, clock: Clock) -> list[SelectedTurn]:
+        """Selection without threads (``use_chains=False``): matched turns and the latest turn
+        of the session, recency counted in turns of the session."""
+        via: dict[str, list[str]] = {}
+        for m in s.tree.match(qv, hierarchical=self.settings.use_hierarchy,
+                              clusters=self.settings.use_clustering):
+            via.setdefault(m.turn_id, []).append("hierarchy")
+        if s.latest is not None:
+            via.setdefault(s.latest, []).append("recent")
+        return self._weigh(s, qv, via, [s.next_index - s.turns[t].index for t in via], clock)
+
+    def _weigh(self, s: SessionState, qv: Vector, via: dict[str, list[str]],
+               ages: Sequence[float], clock: Clock) -> list[SelectedTurn]:
+        """Weigh the candidates ``alpha * relevance + (1 - alpha) * recency`` (relevance
+        sharpened around the best one) and keep the ``history_turns`` best."""
+        cfg = self.settings
+        alpha = cfg.alpha if cfg.use_recency else 1.0
+        ids = list(via)
+        turns = [s.turns[i] for i in ids]
+        rel = scoring.relevance(self._relevance_sims(s, ids, turns, qv))
+        if cfg.relevance_contrast is not None:
+            rel = scoring.contrast(rel, cfg.relevance_contrast)
+        now = float(clock())
+        rec = scoring.recency(ages, cfg.half_life_turns, [now - t.timestamp for t in turns],
+                              cfg.half_life_seconds)
+        weight = scoring.combined_weight(rel, rec, alpha)
+        order = np.lexsort((-np.array([t.index for t in turns]), -weight))
+        chosen = [int(i) for i in order[: cfg.history_turns]]
+        labels = cluster_labels(s, {turns[i].cluster_id for i in chosen})
+        return [
+            SelectedTurn(
+                turn=turns[i], relevance=float(rel[i]), recency=float(rec[i]),
+                weight=float(weight[i]), via=tuple(via[ids[i]]), cluster_id=turns[i].cluster_id,
+                cluster_label=labels.get(turns[i].cluster_id, ""),
+                summary=summary_text(s, self.summariser, turns[i]), chain_id=turns[i].chain_id,
+            )
+            for i in chosen
+        ]
+
+    def _relevance_sims(
+        self, s: SessionState, ids: list[str], turns: list[Turn], qv: Vector
+    ) -> np.ndarray:
+        """Similarities the candidates' relevance is taken from (``Settings.relevance``): of
+        their queries, of their topic vectors, or the larger of the two."""
+        mode = self.settings.relevance
+        q_sims = np.stack([t.query_vector for t in turns]) @ qv
+        if mode == "query":
+            return q_sims
+        t_sims = np.stack([s.tree.vectors[i] for i in ids]) @ qv
+        return t_sims if mode == "topic" else np.maximum(q_sims, t_sims)

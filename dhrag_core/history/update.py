@@ -1,0 +1,183 @@
+"""The update rule of H (paper eq. 11-14) and the ranking it implies.
+
+One turn's update: insert the triple (or merge it into a near-duplicate), weigh every stored
+triple by ``alpha * relevance + (1 - alpha) * recency`` against the new query, and evict the
+lowest weights beyond ``capacity`` -- from the store and the indexes, in one store transaction.
+
+``rank_by_weight`` (behind ``HistoryDatabase.search``) ranks by this same weight over every
+stored turn, so what search ranks last is what the next update evicts first. DH-RAG selection
+(``selection.py``) weighs by the same formula but only its candidates, with recency counted in
+turns of the query's thread and relevance taken as ``Settings.relevance`` says.
+"""
+
+from __future__ import annotations
+
+import logging
+import uuid
+from collections.abc import Mapping
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+import numpy as np
+
+from dhrag_core.algorithm import scoring
+from dhrag_core.history.selection import Selection
+from dhrag_core.history.session import SessionState
+from dhrag_core.history.sessions import SessionCache
+from dhrag_core.records import HistoryHit, Passage, Turn, Vector
+from dhrag_core.settings import Settings
+
+__all__ = ["AddResult", "UpdateRule", "rank_by_weight", "weights"]
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class AddResult:
+    """What one ``add`` did: the stored turn, whether it merged a duplicate, what it evicted."""
+
+    turn: Turn
+    merged: bool
+    evicted: tuple[str, ...]
+    timings: Mapping[str, float] = field(default_factory=dict, repr=False, compare=False)
+    """Seconds: ``encode_s`` (embedding the response and passages) and ``update_s`` (weights,
+    eviction, organisation and the store write)."""
+
+
+def weights(
+    s: SessionState, settings: Settings, slots: np.ndarray, sims: np.ndarray, index: int,
+    now: float,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(relevance, recency, weight) of the turns in ``slots`` given their query similarities,
+    ages counted in turns of the session (up to ``index``) and seconds (up to ``now``)."""
+    rel = scoring.relevance(sims)
+    rec = scoring.recency(
+        index - s.slot_index[slots], settings.half_life_turns,
+        now - s.slot_time[slots], settings.half_life_seconds,
+    )
+    return rel, rec, scoring.combined_weight(rel, rec, settings.alpha)
+
+
+def rank_by_weight(
+    s: SessionState, settings: Settings, qv: Vector, k: int, now: float
+) -> list[HistoryHit]:
+    """The ``k`` stored turns with the highest update-rule weight for ``qv``, best first
+    (ties: the newer turn first), scored exactly over every stored turn in one pass."""
+    slots, sims = s.similarities(qv)
+    rel, rec, w = weights(s, settings, slots, sims, s.next_index, now)
+    top = np.argpartition(-w, k - 1)[:k] if w.size > k else np.arange(w.size)
+    order = top[np.lexsort((-s.slot_index[slots[top]], -w[top]))]
+    return [
+        HistoryHit(
+            turn=s.turns[s.queries.key_at(int(slots[i]))], relevance=float(rel[i]),
+            recency=float(rec[i]), weight=float(w[i]),
+        )
+        for i in order
+    ]
+
+
+class UpdateRule:
+    """Applies one turn to a session: merge or insert, evict, organise, write."""
+
+    def __init__(self, settings: Settings, sessions: SessionCache, selection: Selection) -> None:
+        self.settings = settings
+        self.sessions = sessions
+        self.selection = selection
+
+    def apply(
+        self, session_id: str, s: SessionState, query: str, items: list[Passage], response: str,
+        meta: dict[str, Any], vectors: tuple[Vector, Vector | None, Vector], now: float,
+    ) -> AddResult:
+        """Store the turn (its query, response and passage ``vectors``) at time ``now``;
+        the caller holds ``s.lock``. On any failure the session is reloaded (or marked to
+        reload on its next use) and the error raised."""
+        qv, rv, pv = vectors
+        index = s.next_index
+        slots, sims = s.similarities(qv)
+        dup = self._near_duplicate(s, slots, sims, response, rv)
+        if dup is not None:
+            turn = self._merged(dup, index, query, items, response, meta, vectors, now)
+        else:
+            turn = Turn(
+                session_id=session_id, turn_id=uuid.uuid4().hex, index=index, query=query,
+                passages=tuple(items), response=response, timestamp=now, query_vector=qv,
+                response_vector=rv, passage_vectors=pv, metadata=meta,
+            )
+        size = len(s.turns) + (0 if dup is not None else 1)
+        evicted = self._eviction(
+            s, slots, sims, index, now, size - self.settings.capacity, turn.turn_id
+        )
+        try:
+            for tid in [*evicted, *([dup.turn_id] if dup is not None else [])]:
+                s.tree.remove(tid)
+            thread = self.selection.continued_thread(s, qv)
+            cluster_id, chain_id, moved = s.tree.insert(turn, thread)
+            turn = replace(turn, cluster_id=cluster_id, chain_id=chain_id)
+            upsert = [turn] + [replace(s.turns[tid], cluster_id=cid)
+                               for tid, cid in moved.items() if tid in s.turns]
+            s.version = self.sessions.store.apply(
+                session_id, upsert=upsert, delete=evicted, expected_version=s.version
+            )
+        except BaseException:
+            # the tree may be ahead of the store: rebuild it now, or (store unreachable) on
+            # the next call, without hiding the error that stopped this one
+            try:
+                self.sessions.reload(session_id, s)
+            except Exception:
+                s.version = -1
+                log.warning("session %r will reload on its next use", session_id)
+            raise
+        s.drop(evicted)
+        s.put(upsert)
+        return AddResult(turn=turn, merged=dup is not None, evicted=tuple(evicted))
+
+    def _near_duplicate(
+        self, s: SessionState, slots: np.ndarray, sims: np.ndarray, response: str,
+        rv: Vector | None,
+    ) -> Turn | None:
+        threshold = self.settings.merge_threshold
+        close = np.flatnonzero(sims >= threshold)
+        # the closest query whose response matches too (the same text, or close vectors: a
+        # derived vector reflects the passages, not the wording): several stored turns may
+        # share a query with different answers, and the first must not hide a true duplicate
+        for i in close[np.argsort(-sims[close], kind="stable")]:
+            old = s.turns[s.queries.key_at(int(slots[i]))]
+            other = old.response_vector
+            if (rv is None or other is None or old.response == response
+                    or float(other @ rv) >= threshold):
+                return old
+        return None
+
+    def _merged(
+        self, old: Turn, index: int, query: str, items: list[Passage], response: str,
+        meta: dict[str, Any], vectors: tuple[Vector, Vector | None, Vector], now: float,
+    ) -> Turn:
+        """The newer turn wins; passages are the union (newest first), capped."""
+        qv, rv, pv = vectors
+        seen = {p.key for p in items}
+        keep = [i for i, p in enumerate(old.passages) if p.key not in seen]
+        room = max(self.settings.max_passages - len(items), 0)
+        keep = keep[:room]
+        passages = tuple(items) + tuple(old.passages[i] for i in keep)
+        merged_vectors = np.concatenate([pv, old.passage_vectors[keep]]) if keep else pv
+        return replace(
+            old, index=index, query=query, passages=passages,
+            response=response or old.response, timestamp=now, query_vector=qv,
+            response_vector=rv if rv is not None else old.response_vector,
+            passage_vectors=np.ascontiguousarray(merged_vectors, dtype=np.float32),
+            metadata={**old.metadata, **meta}, merges=old.merges + 1,
+        )
+
+    def _eviction(
+        self, s: SessionState, slots: np.ndarray, sims: np.ndarray, index: int, now: float,
+        n: int, protect: str,
+    ) -> list[str]:
+        """The ``n`` turns of lowest weight (never ``protect``, the turn being written)."""
+        if n <= 0:
+            return []
+        _, _, weight = weights(s, self.settings, slots, sims, index, now)
+        if protect in s.queries:
+            weight[slots == s.queries.slot_of(protect)] = np.inf
+        # equal weights evict the older turn (by turn index: slots are reused)
+        drop = scoring.lowest_weights(weight, n, age=s.slot_index[slots])
+        return [s.queries.key_at(int(slots[i])) for i in drop]
