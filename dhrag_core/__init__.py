@@ -4,7 +4,6 @@ from dhrag_core.algorithm.integration import Candidate, integrate, softmax
 from dhrag_core.algorithm.llm_rewriting import LLMRewriter
 from dhrag_core.algorithm.rewriting import LightRewriter, QueryRewriter, Rewrite
 from dhrag_core.algorithm.summaries import ExtractiveSummariser, Summariser
-from dhrag_core.app.ingest import load_kb, load_passages
 from dhrag_core.embedding import (
     Embedder,
     FunctionEmbedder,
@@ -14,9 +13,10 @@ from dhrag_core.embedding import (
 )
 from dhrag_core.history import AddResult, HistoryDatabase
 from dhrag_core.index import VectorIndex
+from dhrag_core.knowledge.base import FaissKnowledgeBase, KnowledgeBase
+from dhrag_core.knowledge.ingest import load_kb, load_passages
 from dhrag_core.llm import LLM, LLMError, OpenAICompatibleLLM
 from dhrag_core.pipeline.engine import DHRAG
-from dhrag_core.pipeline.knowledge import FaissKnowledgeBase, KnowledgeBase
 from dhrag_core.records import (
     ContextItem,
     HistoryHit,

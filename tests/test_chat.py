@@ -18,9 +18,11 @@ import numpy as np
 import pytest
 
 from dhrag_core import HashingEmbedder
-from dhrag_core.app.chat import add_chat_arguments, default_session, run_chat
+from dhrag_core.app.chat import default_session
+from dhrag_core.app.chat_cli import add_chat_arguments, run_chat
 from dhrag_core.app.cli import build_parser
-from dhrag_core.app.ingest import embed_cached, load_kb, load_passages, split_passages
+from dhrag_core.knowledge.embed_cache import embed_cached
+from dhrag_core.knowledge.ingest import load_kb, load_passages, split_passages
 
 REPO = Path(__file__).resolve().parents[1]
 

@@ -12,7 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from dhrag_core.app.chat import default_session, run_chat
+from dhrag_core.app.chat import default_session
+from dhrag_core.app.chat_cli import run_chat
 from dhrag_core.app.cli import build_parser, main
 
 

@@ -12,7 +12,7 @@ from importlib.metadata import PackageNotFoundError, version
 from typing import TextIO
 
 from dhrag_core.app.answering import ExtractiveAnswerer
-from dhrag_core.app.chat import (
+from dhrag_core.app.chat_cli import (
     CHAT_DESCRIPTION,
     add_chat_arguments,
     add_sessions_arguments,
@@ -20,8 +20,8 @@ from dhrag_core.app.chat import (
     run_sessions,
 )
 from dhrag_core.app.demo import DEMO_TURNS, load_demo_kb
-from dhrag_core.app.ingest import status, warm_up
 from dhrag_core.embedding import MiniLMEmbedder
+from dhrag_core.knowledge.embed_cache import status, warm_up
 from dhrag_core.pipeline.engine import DHRAG
 from dhrag_core.records import Selection
 from dhrag_core.settings import Settings

@@ -9,7 +9,7 @@ from importlib import resources
 import numpy as np
 
 from dhrag_core.embedding import Embedder, MiniLMEmbedder
-from dhrag_core.pipeline.knowledge import FaissKnowledgeBase
+from dhrag_core.knowledge.base import FaissKnowledgeBase
 from dhrag_core.records import Passage
 
 __all__ = ["DEMO_TURNS", "load_demo_kb"]

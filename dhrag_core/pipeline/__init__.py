@@ -1,3 +1,3 @@
-"""The turn pipeline: a knowledge base and the history database put together (``DHRAG``)."""
+"""The turn pipeline (``DHRAG``): the knowledge base and the history database put together."""
 
 __all__: list[str] = []

@@ -24,7 +24,7 @@ from dhrag_core.algorithm.rewriting import LightRewriter, QueryRewriter, Rewrite
 from dhrag_core.algorithm.summaries import Summariser
 from dhrag_core.embedding import Embedder
 from dhrag_core.history import AddResult, HistoryDatabase
-from dhrag_core.pipeline.knowledge import KnowledgeBase
+from dhrag_core.knowledge.base import KnowledgeBase
 from dhrag_core.records import ContextItem, Passage, SelectedTurn, Selection, Turn, Vector
 from dhrag_core.settings import Settings
 from dhrag_core.store import HistoryStore

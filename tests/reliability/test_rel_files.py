@@ -25,7 +25,8 @@ from dhrag_core import (
     SQLiteStore,
     StoreUnavailableError,
 )
-from dhrag_core.app.chat import ChatSession, chat_loop
+from dhrag_core.app.chat import ChatSession
+from dhrag_core.app.chat_cli import chat_loop
 from dhrag_core.store import CorruptStoreError
 
 REPO = Path(__file__).resolve().parents[2]
