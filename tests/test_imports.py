@@ -34,3 +34,39 @@ def test_import_loads_no_model_and_no_framework() -> None:
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "[]"
+
+
+# The folders of dhrag_core are layers; a module imports only from its own layer or below.
+_LAYERS = {"": 0, "algorithm": 1, "store": 1, "history": 2, "knowledge": 2, "pipeline": 3,
+           "app": 4}
+
+
+def _layer(module: str) -> str:
+    """The layer of ``dhrag_core.X.Y``: its folder, or "" for a top-level module."""
+    parts = module.split(".")
+    return parts[1] if len(parts) > 2 and parts[1] in _LAYERS else ""
+
+
+def test_core_layers_import_only_downward() -> None:
+    import ast
+    from pathlib import Path
+
+    root = Path(dhrag_core.__file__).parent
+    wrong = []
+    for path in sorted(root.rglob("*.py")):
+        rel = path.relative_to(root.parent).with_suffix("")
+        module = ".".join(rel.parts).removesuffix(".__init__")
+        if module == "dhrag_core":
+            continue  # the facade re-exports every layer
+        here = _layer(module + ".x" if path.name == "__init__.py" else module)
+        for node in ast.walk(ast.parse(path.read_text("utf-8"))):
+            names = ([a.name for a in node.names] if isinstance(node, ast.Import)
+                     else [node.module or ""] if isinstance(node, ast.ImportFrom) else [])
+            for name in names:
+                if not name.startswith("dhrag_core."):
+                    continue
+                there = _layer(name + ".x" if name.count(".") == 1 and name.split(".")[1]
+                               in _LAYERS else name)
+                if there != here and (_LAYERS[there] >= _LAYERS[here]):
+                    wrong.append(f"{module} imports {name}")
+    assert not wrong, wrong

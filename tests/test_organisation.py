@@ -5,10 +5,11 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from dhrag_core import FunctionEmbedder, HashingEmbedder, HistoryDatabase, Settings
+from dhrag_core import FunctionEmbedder, HashingEmbedder, HistoryDatabase, Settings, Turn
 from dhrag_core.algorithm.chains import ChainTracker, chain_length_stats
 from dhrag_core.algorithm.clustering import TopicClusters, keyword_labels
 from dhrag_core.algorithm.hierarchy import SessionTree
+from dhrag_core.algorithm.members import OrderedMembers
 from dhrag_core.embedding import l2_normalise
 from tests.conftest import FakeClock
 
@@ -390,3 +391,46 @@ def test_vector_index_matches_a_brute_force_scan_through_growth_reuse_and_reserv
         assert got[k] == pytest.approx(float(v @ q), abs=1e-4)
     best = max(truth, key=lambda k: float(truth[k] @ q))
     assert index.search(q, 1)[0][0] == best
+
+
+def test_ordered_members_keep_turn_order_sum_and_rows_in_step() -> None:
+    """The one structure behind chains and summary nodes: members sorted by turn index, the
+    vector sum and the stacked rows agree after adds and discards in any order."""
+    rng = np.random.default_rng(3)
+    vectors = {f"t{i}": noisy(unit(1), rng, 0.5) for i in range(8)}
+    node = OrderedMembers(DIM)
+    for i in (4, 1, 6):
+        node.add(f"t{i}", vectors[f"t{i}"], i)
+    node.rows(vectors)  # built now: later changes must be applied to it
+    for i in (0, 7, 3):
+        node.add(f"t{i}", vectors[f"t{i}"], i)
+    node.discard("t6", vectors["t6"])
+    node.discard("t0", vectors["t0"])
+    want = ["t1", "t3", "t4", "t7"]
+    assert node.members == want and node.indexes == [1, 3, 4, 7] and len(node) == 4
+    np.testing.assert_allclose(node.rows(vectors), np.stack([vectors[m] for m in want]))
+    np.testing.assert_allclose(node.total, np.sum([vectors[m] for m in want], axis=0),
+                               atol=1e-6)
+
+
+def test_tree_exposes_chains_and_clusters_to_selection() -> None:
+    tree = SessionTree(DIM, Settings(chain_threshold=0.8, cluster_threshold=0.8))
+    wall, pig = unit(1), unit(0, 1)
+    empty = np.zeros((0, DIM), dtype=np.float32)
+    for i, v in enumerate([wall, wall, pig, wall]):
+        tree.insert(Turn(session_id="s", turn_id=f"t{i}", index=i, query="q", passages=(),
+                         response="", timestamp=0.0, query_vector=v, response_vector=None,
+                         passage_vectors=empty))
+    chain = tree.chain_of("t0")
+    assert chain is not None and tree.chain_of("t1") == chain == tree.chain_of("t3")
+    assert tree.chain_of("t2") != chain and tree.chain_of("missing") is None
+    members, indexes, rows = tree.chain_window(chain, 2)
+    assert members == ["t1", "t3"] and indexes == [1, 3] and rows.shape == (2, DIM)
+    assert tree.chain_ages(chain, [0, 1, 3]) == [3, 2, 1]
+    chain_ids, rel, last = tree.rank_chains(wall, {})
+    assert sorted(chain_ids) == sorted({chain, tree.chain_of("t2")})
+    at = chain_ids.index(chain)
+    assert rel[at] > rel[1 - at] and last[at] == 3
+    assert sorted(tree.chain_lengths()) == [1, 3]
+    assert sorted(len(tree.cluster_members(c)) for c in tree.cluster_ids()) == [1, 3]
+    assert tree.cluster_members(10_000) == frozenset()
