@@ -20,7 +20,7 @@ from dhrag_core.algorithm.chains import chain_length_stats
 from dhrag_core.algorithm.summaries import ExtractiveSummariser, Summariser
 from dhrag_core.embedding import Embedder, MiniLMEmbedder
 from dhrag_core.history.inputs import check_passages, check_timestamp, check_vector, encode_turn
-from dhrag_core.history.selection import Selection
+from dhrag_core.history.selection import Selector
 from dhrag_core.history.session import SessionState
 from dhrag_core.history.sessions import SessionCache
 from dhrag_core.history.update import AddResult, UpdateRule, rank_by_weight
@@ -81,8 +81,8 @@ class HistoryDatabase:
         self.summariser: Summariser = summariser or ExtractiveSummariser()
         self._cache = SessionCache(self.store, self.embedder, self.settings)
         self._sessions = self._cache.sessions  # least recently used first
-        self._selection = Selection(self.settings, self.summariser)
-        self._update = UpdateRule(self.settings, self._cache, self._selection)
+        self._selector = Selector(self.settings, self.summariser)
+        self._update = UpdateRule(self.settings, self._cache, self._selector)
 
     def _session(self, session_id: str) -> SessionState:
         """The session's derived state, brought up to date with the store."""
@@ -199,7 +199,7 @@ class HistoryDatabase:
         s = self._session(session_id)
         with s.lock:
             # the clock is read when each thread is weighed, as ``self.clock`` is then
-            return self._selection.select_threads(s, qv, n, lambda: self.clock())
+            return self._selector.select_threads(s, qv, n, lambda: self.clock())
 
     def stats(self, session_id: str) -> dict[str, Any]:
         """Size of the session's tree: turns, clusters, chains and chain-length statistics."""

@@ -20,14 +20,14 @@ from dhrag_core.history.session import SessionState, Threads
 from dhrag_core.records import SelectedTurn, Turn, Vector
 from dhrag_core.settings import Settings
 
-__all__ = ["Selection"]
+__all__ = ["Selector"]
 
 Clock = Callable[[], float]
 
 _CHAIN_WINDOW = 64  # latest turns of T* scanned for its best turn
 
 
-class Selection:
+class Selector:
     """Selects history turns for a query under ``settings`` (its ablation switches apply)."""
 
     def __init__(self, settings: Settings, summariser: Summariser) -> None:

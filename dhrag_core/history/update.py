@@ -21,7 +21,7 @@ from typing import Any
 import numpy as np
 
 from dhrag_core.algorithm import scoring
-from dhrag_core.history.selection import Selection
+from dhrag_core.history.selection import Selector
 from dhrag_core.history.session import SessionState
 from dhrag_core.history.sessions import SessionCache
 from dhrag_core.records import HistoryHit, Passage, Turn, Vector
@@ -79,10 +79,10 @@ def rank_by_weight(
 class UpdateRule:
     """Applies one turn to a session: merge or insert, evict, organise, write."""
 
-    def __init__(self, settings: Settings, sessions: SessionCache, selection: Selection) -> None:
+    def __init__(self, settings: Settings, sessions: SessionCache, selector: Selector) -> None:
         self.settings = settings
         self.sessions = sessions
-        self.selection = selection
+        self.selector = selector
 
     def apply(
         self, session_id: str, s: SessionState, query: str, items: list[Passage], response: str,
@@ -110,7 +110,7 @@ class UpdateRule:
         try:
             for tid in [*evicted, *([dup.turn_id] if dup is not None else [])]:
                 s.tree.remove(tid)
-            thread = self.selection.continued_thread(s, qv)
+            thread = self.selector.continued_thread(s, qv)
             cluster_id, chain_id, moved = s.tree.insert(turn, thread)
             turn = replace(turn, cluster_id=cluster_id, chain_id=chain_id)
             upsert = [turn] + [replace(s.turns[tid], cluster_id=cid)
