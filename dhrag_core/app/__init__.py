@@ -1,4 +1,5 @@
-"""Applications on top of the pipeline: chat, the ``dhrag`` command line, the demo, knowledge
-base ingestion and answering. Nothing in the library imports from here."""
+"""Applications on top of the pipeline: chat (``chat``, ``chat_cli``), the ``dhrag`` command
+line (``cli``), the scripted demo and the offline answerer. The library imports nothing from
+here."""
 
 __all__: list[str] = []
