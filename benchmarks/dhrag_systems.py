@@ -166,6 +166,10 @@ def _register() -> None:
     for part in ABLATIONS:
         assert f"use_{part}" in names
         register_system(f"dhrag-no-{part}", ablation(part), description=f"DH-RAG without {part}")
+    register_system(
+        "dhrag-one-thread",
+        lambda ctx: DHRAGSystem("dhrag-one-thread", ctx, Settings(thread_variants=1)),
+        description="DH-RAG searching with T*'s expanded query only (no runner-up threads)")
 
 
 _register()
