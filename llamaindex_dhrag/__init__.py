@@ -20,7 +20,9 @@ Example:
     >>> engine.chat("How long is it?").sources[0].raw_output["rewritten_query"]  # doctest: +SKIP
 """
 
-from llamaindex_dhrag.bridges import (
+from llamaindex_dhrag.chat_engine import DHRAGChatEngine
+from llamaindex_dhrag.convert import selection_to_nodes, selection_trace
+from llamaindex_dhrag.knowledge import (
     DHRAGEmbedding,
     LlamaIndexEmbedder,
     LlamaIndexLLM,
@@ -29,8 +31,6 @@ from llamaindex_dhrag.bridges import (
     build_dhrag,
     passage_from_node,
 )
-from llamaindex_dhrag.chat_engine import DHRAGChatEngine
-from llamaindex_dhrag.convert import selection_to_nodes, selection_trace
 from llamaindex_dhrag.memory import DHRAGMemoryBlock
 from llamaindex_dhrag.retriever import DHRAGRetriever
 

@@ -38,7 +38,6 @@ from dhrag_core import DHRAG, Embedder, QueryRewriter, Selection, Settings
 from dhrag_core.store import HistoryStore
 from dhrag_core.transcript import in_turn_order
 from dhrag_core.validation import check_k, check_session_id, check_text
-from llamaindex_dhrag.bridges import build_dhrag
 from llamaindex_dhrag.convert import (
     format_context,
     message_pairs,
@@ -47,6 +46,7 @@ from llamaindex_dhrag.convert import (
     selection_trace,
     turns_to_messages,
 )
+from llamaindex_dhrag.knowledge import build_dhrag
 
 __all__ = ["DEFAULT_CONTEXT_PROMPT", "DHRAGChatEngine"]
 

@@ -18,7 +18,7 @@ from llama_index.core.schema import NodeWithScore, TextNode
 
 from dhrag_core import SelectedTurn, Selection, Turn
 from dhrag_core.transcript import exchanges
-from llamaindex_dhrag.bridges import TRACE_KEY
+from llamaindex_dhrag.knowledge import TRACE_KEY
 
 __all__ = [
     "format_context",
