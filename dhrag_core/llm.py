@@ -10,8 +10,9 @@ import asyncio
 import os
 import threading
 import weakref
-from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar, runtime_checkable
 
 from dhrag_core.redact import redact_url, url_secrets
 
@@ -23,6 +24,8 @@ __all__ = [
     "LLMError",
     "Message",
     "OpenAICompatibleLLM",
+    "failures_as_llm_error",
+    "framework_messages",
     "llm_from_env",
 ]
 
@@ -55,6 +58,34 @@ class LLM(Protocol):
         self, messages: list[Message], *, max_tokens: int = ..., temperature: float = ...,
         timeout: float = ...,
     ) -> str: ...
+
+
+R = TypeVar("R")
+
+
+def framework_messages(messages: list[Message], roles: Mapping[str, R]) -> list[tuple[R, str]]:
+    """Each message as (its role in a framework's terms, from ``roles``; its content), for
+    the adapters that put a framework's chat model behind ``LLM``; ``LLMError`` for a role
+    ``roles`` lacks."""
+    out = []
+    for m in messages:
+        role = roles.get(m.get("role", ""))
+        if role is None:
+            raise LLMError(f"unknown message role {m.get('role')!r}")
+        out.append((role, m.get("content", "")))
+    return out
+
+
+@contextmanager
+def failures_as_llm_error(what: str) -> Iterator[None]:
+    """Raise any failure inside as ``LLMError("<what> failed: <type>: <message>")`` (an
+    ``LLMError`` as it is), so that the core's rewriter falls back on a framework's error."""
+    try:
+        yield
+    except LLMError:
+        raise
+    except Exception as exc:
+        raise LLMError(f"{what} failed: {type(exc).__name__}: {exc}") from exc
 
 
 def _env(env: Mapping[str, str], *names: str) -> str | None:

@@ -6,12 +6,13 @@ import json
 import math
 from collections.abc import Mapping
 from dataclasses import replace
-from typing import Any
+from typing import Any, Literal
 
 from dhrag_core.records import Passage
 
-__all__ = ["CLEANED_KEY", "check_k", "check_metadata", "check_session_id", "check_text",
-           "check_texts", "clean_json", "clean_passage", "clean_text"]
+__all__ = ["CLEANED_KEY", "SearchPath", "check_k", "check_metadata", "check_search",
+           "check_session_id", "check_text", "check_texts", "clean_json", "clean_passage",
+           "clean_text"]
 
 CLEANED_KEY = "dhrag_cleaned"
 """Passage metadata key saying what cleaning changed (shown in traces)."""
@@ -64,6 +65,18 @@ def check_k(k: Any, name: str = "k") -> int:
     if k < 1:
         raise ValueError(f"{name} must be >= 1, got {k}")
     return k
+
+
+SearchPath = Literal["auto", "vector", "text"]
+"""How an adapter searches a framework's store: by vector where possible, or by one path."""
+
+
+def check_search(search: Any) -> SearchPath:
+    """An adapter's ``search`` argument: ``"auto"``, ``"vector"`` or ``"text"``."""
+    if search not in ("auto", "vector", "text"):
+        raise ValueError(f'search must be "auto", "vector" or "text", got {search!r}')
+    mode: SearchPath = search
+    return mode
 
 
 def check_texts(texts: Any) -> list[str]:

@@ -20,19 +20,15 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from langchain_dhrag.bridges import (
-    ChatModelLLM,
-    DHRAGEmbeddings,
-    LangChainEmbedder,
-    LangChainKnowledgeBase,
-    LangChainVectorKnowledgeBase,
-)
 from langchain_dhrag.documents import (
     TRACE_KEY,
     document_to_passage,
     format_documents,
     selection_to_documents,
 )
+from langchain_dhrag.embeddings import DHRAGEmbeddings, LangChainEmbedder
+from langchain_dhrag.knowledge import LangChainKnowledgeBase, LangChainVectorKnowledgeBase
+from langchain_dhrag.llm import ChatModelLLM
 from langchain_dhrag.memory import DHRAGChatMessageHistory, DHRAGMemory
 from langchain_dhrag.retrievers import DHRAGRetriever
 from langchain_dhrag.runnables import DHRAGMemoryRunnable, with_dhrag_memory

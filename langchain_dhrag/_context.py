@@ -12,10 +12,13 @@ from contextvars import ContextVar
 from typing import Any
 
 from langchain_core.callbacks import Callbacks
+from langchain_core.runnables import RunnableConfig
 
 from dhrag_core.validation import check_session_id
 
-__all__ = ["caller_context", "child_callbacks", "missing_session", "session_from_config"]
+__all__ = [
+    "caller_context", "child_callbacks", "child_config", "missing_session", "session_from_config",
+]
 
 _CALLBACKS: ContextVar[Callbacks] = ContextVar("dhrag_callbacks", default=None)
 
@@ -64,3 +67,9 @@ def caller_context(callbacks: Callbacks = None) -> Iterator[None]:
 def child_callbacks() -> Callbacks:
     """The callbacks set by the innermost ``caller_context`` (for nested LangChain runs)."""
     return _CALLBACKS.get()
+
+
+def child_config() -> RunnableConfig:
+    """The config of a nested LangChain call: the callbacks of the innermost
+    ``caller_context``."""
+    return {"callbacks": child_callbacks()}

@@ -18,8 +18,9 @@ from dhrag_core import DHRAG, AddResult, Selection, Settings
 from dhrag_core.store import HistoryStore
 from dhrag_core.validation import check_k
 from langchain_dhrag._context import caller_context, session_from_config
-from langchain_dhrag.bridges import as_rewriter, knowledge_and_embedder
 from langchain_dhrag.documents import documents_to_passages, selection_to_documents
+from langchain_dhrag.knowledge import knowledge_and_embedder
+from langchain_dhrag.llm import as_rewriter
 
 __all__ = ["DHRAGRetriever"]
 

@@ -20,17 +20,12 @@ Example:
     >>> engine.chat("How long is it?").sources[0].raw_output["rewritten_query"]  # doctest: +SKIP
 """
 
-from llamaindex_dhrag.bridges import (
-    DHRAGEmbedding,
-    LlamaIndexEmbedder,
-    LlamaIndexLLM,
-    RetrieverKnowledgeBase,
-    VectorIndexKnowledgeBase,
-    build_dhrag,
-    passage_from_node,
-)
+from llamaindex_dhrag.build import build_dhrag
 from llamaindex_dhrag.chat_engine import DHRAGChatEngine
-from llamaindex_dhrag.convert import selection_to_nodes, selection_trace
+from llamaindex_dhrag.convert import passage_from_node, selection_to_nodes, selection_trace
+from llamaindex_dhrag.embeddings import DHRAGEmbedding, LlamaIndexEmbedder
+from llamaindex_dhrag.knowledge import RetrieverKnowledgeBase, VectorIndexKnowledgeBase
+from llamaindex_dhrag.llm import LlamaIndexLLM
 from llamaindex_dhrag.memory import DHRAGMemoryBlock
 from llamaindex_dhrag.retriever import DHRAGRetriever
 

@@ -30,58 +30,16 @@ from llama_index.core.chat_engine.types import (
 )
 from llama_index.core.llms.llm import LLM
 from llama_index.core.prompts import PromptTemplate
-from llama_index.core.schema import NodeWithScore
-from llama_index.core.settings import Settings as LlamaSettings
-from llama_index.core.tools import ToolOutput
 
 from dhrag_core import DHRAG, Embedder, QueryRewriter, Selection, Settings
 from dhrag_core.store import HistoryStore
-from dhrag_core.transcript import in_turn_order
 from dhrag_core.validation import check_k, check_session_id, check_text
-from llamaindex_dhrag.bridges import build_dhrag
-from llamaindex_dhrag.convert import (
-    format_context,
-    message_pairs,
-    message_text,
-    selection_to_nodes,
-    selection_trace,
-    turns_to_messages,
-)
+from llamaindex_dhrag.answer import DEFAULT_CONTEXT_PROMPT, answer_messages, selection_sources
+from llamaindex_dhrag.build import build_dhrag
+from llamaindex_dhrag.convert import message_pairs, message_text, turns_to_messages
+from llamaindex_dhrag.llm import check_llm, configured_llm
 
 __all__ = ["DEFAULT_CONTEXT_PROMPT", "DHRAGChatEngine"]
-
-DEFAULT_CONTEXT_PROMPT = PromptTemplate(
-    "The following is a conversation between a user and an AI assistant. The earlier turns "
-    "shown are the ones relevant to the user's latest message, selected from the whole "
-    "conversation.\n\n"
-    "Here are the relevant documents for the context, best first (passages shown at earlier "
-    "turns are marked so):\n\n"
-    "{context_str}\n\n"
-    "Instruction: Based on the above documents and the earlier turns, answer the user's "
-    'latest message. Answer "don\'t know" if the answer is not in the documents.'
-)
-
-TOOL_NAME = "dhrag_context"
-
-
-def _check_llm(llm: Any) -> LLM:
-    if not isinstance(llm, LLM):
-        raise TypeError(
-            f"llm must be a llama_index LLM (pass it explicitly), got {type(llm).__name__}"
-        )
-    return llm
-
-
-def _configured_llm() -> LLM:
-    """LlamaIndex's ``Settings.llm``, or a ``ValueError`` saying how to give one."""
-    try:
-        llm = LlamaSettings.llm
-    except Exception as exc:  # LlamaIndex's default (OpenAI) could not be loaded
-        raise ValueError(
-            "no llm: pass llm=... or set llama_index.core.Settings.llm "
-            f"(LlamaIndex's default LLM is not available: {exc})"
-        ) from exc
-    return _check_llm(llm)
 
 
 class DHRAGChatEngine(BaseChatEngine):
@@ -134,7 +92,7 @@ class DHRAGChatEngine(BaseChatEngine):
         if not isinstance(rag, DHRAG):
             raise TypeError(f"rag must be a dhrag_core.DHRAG, got {type(rag).__name__}")
         self._rag = rag
-        self._llm = _check_llm(llm)
+        self._llm = check_llm(llm)
         self._session_id = None if session_id is None else check_session_id(session_id)
         if system_prompt is not None and not isinstance(system_prompt, str):
             raise TypeError(f"system_prompt must be a str, got {type(system_prompt).__name__}")
@@ -196,7 +154,7 @@ class DHRAGChatEngine(BaseChatEngine):
             ...     index.as_retriever(similarity_top_k=20), llm, rewriter="llm",
             ...     store="sqlite:///history.db")
         """
-        llm = _configured_llm() if llm is None else _check_llm(llm)
+        llm = configured_llm() if llm is None else check_llm(llm)
         if session_id is not None:
             check_session_id(session_id)
         rag = build_dhrag(retriever, embedder=embedder, store=store, settings=settings,
@@ -261,32 +219,9 @@ class DHRAGChatEngine(BaseChatEngine):
         await asyncio.to_thread(self._seed, session_id, chat_history)
 
     def _messages(self, selection: Selection, message: str) -> list[ChatMessage]:
-        """System (context), the selected history turns oldest first, the raw message."""
-        context = self._context_prompt.format(
-            context_str=format_context(selection), query=message,
-            rewritten_query=selection.rewritten_query,
-        )
-        system = f"{self._system_prompt}\n\n{context}" if self._system_prompt else context
-        history = in_turn_order(selection.history)
-        return [
-            ChatMessage(role=self._llm.metadata.system_role, content=system),
-            *turns_to_messages(history),
-            ChatMessage(role=MessageRole.USER, content=message),
-        ]
-
-    def _sources(
-        self, selection: Selection
-    ) -> tuple[list[ToolOutput], list[NodeWithScore], dict[str, Any]]:
-        trace = selection_trace(selection)
-        lines = [f"rewritten query: {selection.rewritten_query}"]
-        lines += [f"history turn {h['turn'] + 1} (weight {h['weight']:.3f}): {h['query']}"
-                  for h in trace["history"]]
-        tool = ToolOutput(
-            tool_name=TOOL_NAME, content="\n".join(lines),
-            raw_input={"message": selection.query, "session_id": selection.session_id},
-            raw_output=trace,
-        )
-        return [tool], selection_to_nodes(selection), trace
+        return answer_messages(selection, message, context_prompt=self._context_prompt,
+                               system_prompt=self._system_prompt,
+                               system_role=self._llm.metadata.system_role)
 
     def _prepare(self, message: Any, session_id: str | None) -> tuple[str, str]:
         return self._sid(session_id), self._check_message(message)
@@ -314,7 +249,7 @@ class DHRAGChatEngine(BaseChatEngine):
         selection = self._rag.select(sid, msg, self._k)
         answer = message_text(self._llm.chat(self._messages(selection, msg)).message)
         self._rag.record(sid, msg, answer, selection=selection)
-        sources, nodes, trace = self._sources(selection)
+        sources, nodes, trace = selection_sources(selection)
         return AgentChatResponse(response=answer, sources=sources, source_nodes=nodes,
                                  metadata={"dhrag": trace})
 
@@ -333,7 +268,7 @@ class DHRAGChatEngine(BaseChatEngine):
         reply = await self._llm.achat(self._messages(selection, msg))
         answer = message_text(reply.message)
         await self._rag.arecord(sid, msg, answer, selection=selection)
-        sources, nodes, trace = self._sources(selection)
+        sources, nodes, trace = selection_sources(selection)
         return AgentChatResponse(response=answer, sources=sources, source_nodes=nodes,
                                  metadata={"dhrag": trace})
 
@@ -367,7 +302,7 @@ class DHRAGChatEngine(BaseChatEngine):
                 )
             self._rag.record(sid, msg, text.strip(), selection=selection)
 
-        sources, nodes, _ = self._sources(selection)
+        sources, nodes, _ = selection_sources(selection)
         return StreamingAgentChatResponse(
             chat_stream=generate(), sources=sources, source_nodes=nodes,
             is_writing_to_memory=False,
@@ -397,7 +332,7 @@ class DHRAGChatEngine(BaseChatEngine):
                 )
             await self._rag.arecord(sid, msg, text.strip(), selection=selection)
 
-        sources, nodes, _ = self._sources(selection)
+        sources, nodes, _ = selection_sources(selection)
         return StreamingAgentChatResponse(
             achat_stream=generate(), sources=sources, source_nodes=nodes,
             is_writing_to_memory=False,

@@ -1,5 +1,6 @@
 """Type translations between dhrag records and LlamaIndex objects (no logic of their own).
 
+* ``passage_from_node``: a retrieved ``NodeWithScore`` as a dhrag ``Passage``.
 * ``selection_trace``: a ``Selection`` as one JSON-friendly dict (rewritten query, selected
   history turns with their weights, context items with their integration weights).
 * ``selection_to_nodes``: the integrated context as ``NodeWithScore``s, score = integration
@@ -14,20 +15,57 @@ from collections.abc import Sequence
 from typing import Any
 
 from llama_index.core.base.llms.types import ChatMessage, MessageRole
-from llama_index.core.schema import NodeWithScore, TextNode
+from llama_index.core.schema import MetadataMode, NodeWithScore, TextNode
 
-from dhrag_core import SelectedTurn, Selection, Turn
+from dhrag_core import Passage, SelectedTurn, Selection, Turn
 from dhrag_core.transcript import exchanges
-from llamaindex_dhrag.bridges import TRACE_KEY
 
 __all__ = [
+    "TRACE_KEY",
     "format_context",
     "message_pairs",
     "message_text",
+    "passage_from_node",
     "selection_to_nodes",
     "selection_trace",
     "turns_to_messages",
 ]
+
+#: Node metadata key under which the adapter puts its trace (kept out of LLM/embedding text).
+TRACE_KEY = "dhrag"
+
+_SCALAR = (str, int, float, bool, type(None))
+
+
+def passage_from_node(node: NodeWithScore) -> Passage:
+    """A LlamaIndex ``NodeWithScore`` as a dhrag ``Passage``.
+
+    The text is the node's content without metadata; the id is the node id (so the same node
+    met again, in the knowledge base or the history, is de-duplicated); the title is the
+    ``title`` or ``file_name`` metadata. Only flat JSON values of the metadata are kept (what
+    a history store can persist), and the adapter's own trace key is dropped.
+
+    Example:
+        >>> from llama_index.core.schema import TextNode
+        >>> p = passage_from_node(NodeWithScore(node=TextNode(text="Hi", id_="n1"), score=0.5))
+        >>> (p.id, p.text, p.score)
+        ('n1', 'Hi', 0.5)
+    """
+    if not isinstance(node, NodeWithScore):
+        raise TypeError(f"node must be a llama_index NodeWithScore, got {type(node).__name__}")
+    inner = node.node
+    meta = {
+        str(key): value for key, value in (inner.metadata or {}).items()
+        if key != TRACE_KEY and isinstance(value, _SCALAR)
+    }
+    title = meta.get("title") or meta.get("file_name") or ""
+    return Passage(
+        text=inner.get_content(metadata_mode=MetadataMode.NONE),
+        id=inner.node_id,
+        title=str(title),
+        score=None if node.score is None else float(node.score),
+        metadata=meta,
+    )
 
 
 def _history_row(s: SelectedTurn) -> dict[str, Any]:

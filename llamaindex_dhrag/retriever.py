@@ -22,8 +22,8 @@ from dhrag_core import (
 )
 from dhrag_core.store import HistoryStore
 from dhrag_core.validation import check_k, check_session_id
-from llamaindex_dhrag.bridges import build_dhrag, passage_from_node
-from llamaindex_dhrag.convert import selection_to_nodes
+from llamaindex_dhrag.build import build_dhrag
+from llamaindex_dhrag.convert import passage_from_node, selection_to_nodes
 
 __all__ = ["DHRAGRetriever"]
 

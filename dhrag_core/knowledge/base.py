@@ -14,7 +14,7 @@ from dhrag_core.records import Passage, Vector
 from dhrag_core.settings import Settings
 from dhrag_core.validation import check_k, clean_passage
 
-__all__ = ["FaissKnowledgeBase", "KnowledgeBase"]
+__all__ = ["FaissKnowledgeBase", "KnowledgeBase", "query_rows"]
 
 log = logging.getLogger(__name__)
 
@@ -33,6 +33,16 @@ class KnowledgeBase(Protocol):
     """
 
     def search(self, query: str, k: int) -> list[Passage]: ...
+
+
+def query_rows(vectors: np.ndarray) -> list[list[float]]:
+    """The rows of a ``search_vectors`` argument as float lists (what a framework's
+    search-by-vector takes); ``ValueError`` unless it is a 2-D array."""
+    m = np.asarray(vectors, dtype=np.float64)
+    if m.ndim != 2:
+        raise ValueError(f"vectors must be a 2-D array (one row per query), got {m.shape}")
+    rows: list[list[float]] = m.tolist()
+    return rows
 
 
 class FaissKnowledgeBase:
