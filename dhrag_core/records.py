@@ -50,7 +50,8 @@ class Turn:
     ``index`` is the turn number in its session (0-based, never reused); ``merges`` counts how
     many near-duplicate turns were merged into this one (0: recorded once); ``cluster_id`` and
     ``chain_id`` place it in the session's topic tree and chain of related turns (-1: not
-    organised).
+    organised). ``passage_vectors`` are kept as float16 (one row per passage); the passages
+    themselves keep no vector.
     """
 
     session_id: str
@@ -62,11 +63,20 @@ class Turn:
     timestamp: float
     query_vector: Vector = field(repr=False)
     response_vector: Vector | None = field(repr=False)
-    passage_vectors: Vector = field(repr=False)
+    passage_vectors: npt.NDArray[np.floating[Any]] = field(repr=False)
+    """Any float array given; kept as float16 (computed with in float32)."""
     metadata: Mapping[str, Any] = field(default_factory=dict)
     merges: int = 0
     cluster_id: int = -1
     chain_id: int = -1
+
+    def __post_init__(self) -> None:
+        # one compact copy: float16 passage vectors (whatever the caller's array was)
+        pv = self.passage_vectors
+        if not isinstance(pv, np.ndarray) or pv.dtype != np.float16 or not pv.flags.c_contiguous:
+            object.__setattr__(
+                self, "passage_vectors", np.ascontiguousarray(pv, dtype=np.float16)
+            )
 
 
 @dataclass(frozen=True)

@@ -136,7 +136,9 @@ class ChainTracker:
     ) -> tuple[list[str], list[int], np.ndarray]:
         """The chain's latest ``size`` members: ids, turn indexes and vectors (oldest first)."""
         chain = self.chains[chain_id]
-        return chain.members[-size:], chain.indexes[-size:], chain.rows(vectors)[-size:]
+        ids = chain.members[-size:]
+        # stacked from the tree's one copy of each vector: a window is a few rows
+        return ids, chain.indexes[-size:], np.stack([vectors[m] for m in ids])
 
     def relevance(
         self, vector: Vector, matched: Mapping[int, float]

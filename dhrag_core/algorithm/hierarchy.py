@@ -38,7 +38,7 @@ def topic_vector(turn: Turn, response_weight: float = 3.0, passage_weight: float
     if turn.response_vector is not None:
         v += response_weight * turn.response_vector
     if len(turn.passage_vectors):
-        v += passage_weight * turn.passage_vectors.mean(axis=0)
+        v += passage_weight * turn.passage_vectors.mean(axis=0, dtype=np.float64)
     out: Vector = l2_normalise(v)[0]
     return out
 

@@ -281,9 +281,9 @@ class DHRAG:
         cfg = self.settings
         candidates = [Candidate(p, v, "kb") for p, v in zip(kb, vectors, strict=True)]
         for s in history if cfg.use_integration else ():
+            stored = s.turn.passage_vectors.astype(np.float32)
             candidates.extend(
-                Candidate(p, s.turn.passage_vectors[i], "history", s)
-                for i, p in enumerate(s.turn.passages)
+                Candidate(p, stored[i], "history", s) for i, p in enumerate(s.turn.passages)
             )
         return integrate(
             search, candidates, k, matrix=self.integration_matrix,
