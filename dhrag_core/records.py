@@ -10,7 +10,9 @@ import numpy as np
 import numpy.typing as npt
 
 __all__ = [
+    "Compact",
     "ContextItem",
+    "Floats",
     "HistoryHit",
     "Passage",
     "SelectedTurn",
@@ -20,6 +22,10 @@ __all__ = [
 ]
 
 Vector = npt.NDArray[np.float32]
+Compact = npt.NDArray[np.float16]
+Floats = npt.NDArray[np.floating[Any]]
+"""A float vector of either width."""
+"""A vector kept in memory as float16 (half of float32), computed with as float32."""
 
 
 @dataclass(frozen=True)
@@ -63,7 +69,7 @@ class Turn:
     timestamp: float
     query_vector: Vector = field(repr=False)
     response_vector: Vector | None = field(repr=False)
-    passage_vectors: npt.NDArray[np.floating[Any]] = field(repr=False)
+    passage_vectors: Floats = field(repr=False)
     """Any float array given; kept as float16 (computed with in float32)."""
     metadata: Mapping[str, Any] = field(default_factory=dict)
     merges: int = 0

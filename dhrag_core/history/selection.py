@@ -162,5 +162,5 @@ class Selector:
         q_sims = np.stack([t.query_vector for t in turns]) @ qv
         if mode == "query":
             return q_sims
-        t_sims = np.stack([s.tree.vectors[i] for i in ids]) @ qv
+        t_sims = np.stack([s.tree.vectors[i] for i in ids]).astype(np.float32) @ qv
         return t_sims if mode == "topic" else np.maximum(q_sims, t_sims)
