@@ -56,8 +56,9 @@ class Turn:
     ``index`` is the turn number in its session (0-based, never reused); ``merges`` counts how
     many near-duplicate turns were merged into this one (0: recorded once); ``cluster_id`` and
     ``chain_id`` place it in the session's topic tree and chain of related turns (-1: not
-    organised). ``passage_vectors`` are kept as float16 (one row per passage); the passages
-    themselves keep no vector.
+    organised). Its vectors (any float arrays given) are kept as float16, half the memory of
+    float32, and computed with as float32; ``passage_vectors`` has one row per passage, and
+    the passages themselves keep no vector.
     """
 
     session_id: str
@@ -67,22 +68,27 @@ class Turn:
     passages: tuple[Passage, ...]
     response: str
     timestamp: float
-    query_vector: Vector = field(repr=False)
-    response_vector: Vector | None = field(repr=False)
+    query_vector: Floats = field(repr=False)
+    response_vector: Floats | None = field(repr=False)
     passage_vectors: Floats = field(repr=False)
-    """Any float array given; kept as float16 (computed with in float32)."""
     metadata: Mapping[str, Any] = field(default_factory=dict)
     merges: int = 0
     cluster_id: int = -1
     chain_id: int = -1
 
     def __post_init__(self) -> None:
-        # one compact copy: float16 passage vectors (whatever the caller's array was)
-        pv = self.passage_vectors
-        if not isinstance(pv, np.ndarray) or pv.dtype != np.float16 or not pv.flags.c_contiguous:
-            object.__setattr__(
-                self, "passage_vectors", np.ascontiguousarray(pv, dtype=np.float16)
-            )
+        # one compact copy of each vector: float16, whatever the caller's arrays were; a
+        # value float16 cannot hold is refused here, never stored as infinity
+        for name in ("query_vector", "response_vector", "passage_vectors"):
+            v = getattr(self, name)
+            if v is None:
+                continue
+            if not (isinstance(v, np.ndarray) and v.dtype == np.float16 and v.flags.c_contiguous):
+                with np.errstate(over="ignore"):
+                    v = np.ascontiguousarray(v, dtype=np.float16)
+                object.__setattr__(self, name, v)
+            if not np.isfinite(v).all():
+                raise ValueError(f"{name} must be finite and within float16 range (65504)")
 
 
 @dataclass(frozen=True)

@@ -146,7 +146,7 @@ class UpdateRule:
             old = s.turns[s.queries.key_at(int(slots[i]))]
             other = old.response_vector
             if (rv is None or other is None or old.response == response
-                    or float(other @ rv) >= threshold):
+                    or float(other.astype(np.float32) @ rv) >= threshold):
                 return old
         return None
 
