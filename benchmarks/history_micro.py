@@ -63,17 +63,22 @@ def _turn_vectors(
 def _seed_turns(
     n: int, rng: np.random.Generator, centres: np.ndarray, session: str = "s"
 ) -> list[Any]:
+    """Stored turns, made a chunk at a time: each turn owns its vectors (as a store load gives
+    them), and no chunk's arrays outlive it to raise the peak RSS being measured."""
     from dhrag_core import Passage, Turn
 
-    q, p = _turn_vectors(rng, n, centres)
-    return [
-        Turn(session_id=session, turn_id=uuid.uuid4().hex, index=i, query=f"query {i}",
-             passages=tuple(Passage(text=f"passage {i}.{j}", id=f"{i}.{j}")
-                            for j in range(PASSAGES_PER_TURN)),
-             response="", timestamp=float(i), query_vector=q[i], response_vector=None,
-             passage_vectors=p[i])
-        for i in range(n)
-    ]
+    out = []
+    for at in range(0, n, 8192):
+        q, p = _turn_vectors(rng, min(8192, n - at), centres)
+        out += [
+            Turn(session_id=session, turn_id=uuid.uuid4().hex, index=i, query=f"query {i}",
+                 passages=tuple(Passage(text=f"passage {i}.{j}", id=f"{i}.{j}")
+                                for j in range(PASSAGES_PER_TURN)),
+                 response="", timestamp=float(i), query_vector=q[i - at].copy(),
+                 response_vector=None, passage_vectors=p[i - at])
+            for i in range(at, at + len(q))
+        ]
+    return out
 
 
 class _ConstantEmbedder:

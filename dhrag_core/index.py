@@ -14,7 +14,7 @@ from typing import Generic, TypeVar
 
 import numpy as np
 
-from dhrag_core.records import Vector
+from dhrag_core.records import Floats, Vector
 
 __all__ = ["RowBuffer", "VectorIndex"]
 
@@ -168,7 +168,7 @@ class RowBuffer:
     def view(self) -> np.ndarray:
         return self._buf[self._lo : self._hi]
 
-    def insert(self, at: int, row: Vector) -> None:
+    def insert(self, at: int, row: Floats) -> None:
         if self._hi == len(self._buf):
             live = self.view()
             grown = np.empty((_grown(len(live), len(live) + 1), self._buf.shape[1]),

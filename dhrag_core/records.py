@@ -10,7 +10,9 @@ import numpy as np
 import numpy.typing as npt
 
 __all__ = [
+    "Compact",
     "ContextItem",
+    "Floats",
     "HistoryHit",
     "Passage",
     "SelectedTurn",
@@ -20,6 +22,10 @@ __all__ = [
 ]
 
 Vector = npt.NDArray[np.float32]
+Compact = npt.NDArray[np.float16]
+Floats = npt.NDArray[np.floating[Any]]
+"""A float vector of either width."""
+"""A vector kept in memory as float16 (half of float32), computed with as float32."""
 
 
 @dataclass(frozen=True)
@@ -50,7 +56,9 @@ class Turn:
     ``index`` is the turn number in its session (0-based, never reused); ``merges`` counts how
     many near-duplicate turns were merged into this one (0: recorded once); ``cluster_id`` and
     ``chain_id`` place it in the session's topic tree and chain of related turns (-1: not
-    organised).
+    organised). Its vectors (any float arrays given) are kept as float16, half the memory of
+    float32, and computed with as float32; ``passage_vectors`` has one row per passage, and
+    the passages themselves keep no vector.
     """
 
     session_id: str
@@ -60,13 +68,27 @@ class Turn:
     passages: tuple[Passage, ...]
     response: str
     timestamp: float
-    query_vector: Vector = field(repr=False)
-    response_vector: Vector | None = field(repr=False)
-    passage_vectors: Vector = field(repr=False)
+    query_vector: Floats = field(repr=False)
+    response_vector: Floats | None = field(repr=False)
+    passage_vectors: Floats = field(repr=False)
     metadata: Mapping[str, Any] = field(default_factory=dict)
     merges: int = 0
     cluster_id: int = -1
     chain_id: int = -1
+
+    def __post_init__(self) -> None:
+        # one compact copy of each vector: float16, whatever the caller's arrays were; a
+        # value float16 cannot hold is refused here, never stored as infinity
+        for name in ("query_vector", "response_vector", "passage_vectors"):
+            v = getattr(self, name)
+            if v is None:
+                continue
+            if not (isinstance(v, np.ndarray) and v.dtype == np.float16 and v.flags.c_contiguous):
+                with np.errstate(over="ignore"):
+                    v = np.ascontiguousarray(v, dtype=np.float16)
+                object.__setattr__(self, name, v)
+            if not np.isfinite(v).all():
+                raise ValueError(f"{name} must be finite and within float16 range (65504)")
 
 
 @dataclass(frozen=True)

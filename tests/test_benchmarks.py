@@ -675,6 +675,6 @@ def test_answer_variants_store_the_answer_vector_they_name() -> None:
         stored[mode] = db.add("s", "Who built it?", passages, answer).turn
     assert stored["none"].response_vector is None
     np.testing.assert_allclose(stored["chars8"].response_vector, emb.encode([answer[:8]])[0],
-                               atol=1e-6)
+                               atol=1e-3)  # turns keep float16
     np.testing.assert_allclose(stored["top"].response_vector,
-                               stored["top"].passage_vectors[0], atol=1e-6)
+                               stored["top"].passage_vectors[0], atol=1e-3)

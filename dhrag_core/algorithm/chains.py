@@ -16,7 +16,7 @@ import numpy as np
 
 from dhrag_core.algorithm.members import OrderedMembers
 from dhrag_core.index import VectorIndex
-from dhrag_core.records import Vector
+from dhrag_core.records import Floats, Vector
 
 __all__ = ["Chain", "ChainTracker", "chain_length_stats"]
 
@@ -31,7 +31,7 @@ class Chain(OrderedMembers):
         super().__init__(dimension)
         self.id = chain_id
         self.last_index = -1
-        self.last_vector: Vector | None = None
+        self.last_vector: Floats | None = None
 
     @property
     def centroid(self) -> Vector:
@@ -115,7 +115,7 @@ class ChainTracker:
         self._add(chain, turn_id, vector, index)
         self._next_id = max(self._next_id, chain_id + 1)
 
-    def remove(self, turn_id: str, vector: Vector, vectors: Mapping[str, Vector]) -> None:
+    def remove(self, turn_id: str, vector: Vector, vectors: Mapping[str, Floats]) -> None:
         cid = self.of.pop(turn_id, None)
         if cid is None:
             return
@@ -132,11 +132,13 @@ class ChainTracker:
         self._sync(chain)
 
     def window(
-        self, chain_id: int, vectors: Mapping[str, Vector], size: int
+        self, chain_id: int, vectors: Mapping[str, Floats], size: int
     ) -> tuple[list[str], list[int], np.ndarray]:
         """The chain's latest ``size`` members: ids, turn indexes and vectors (oldest first)."""
         chain = self.chains[chain_id]
-        return chain.members[-size:], chain.indexes[-size:], chain.rows(vectors)[-size:]
+        ids = chain.members[-size:]
+        # stacked from the tree's one copy of each vector: a window is a few rows
+        return ids, chain.indexes[-size:], np.stack([vectors[m] for m in ids]).astype(np.float32)
 
     def relevance(
         self, vector: Vector, matched: Mapping[int, float]

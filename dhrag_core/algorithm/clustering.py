@@ -19,21 +19,21 @@ import numpy as np
 
 from dhrag_core.embedding import tokens
 from dhrag_core.index import VectorIndex
-from dhrag_core.records import Vector
+from dhrag_core.records import Floats, Vector
 
 __all__ = ["Cluster", "TopicClusters", "keyword_labels"]
 
 _SPLIT_LIMIT = 400
 
 
-class _VectorsPlusNew(Mapping[str, Vector]):
+class _VectorsPlusNew(Mapping[str, Floats]):
     """The stored turns' vectors plus the new turn's, without copying the stored ones (a
     session's every vector): what a split of the new turn's cluster reads."""
 
-    def __init__(self, base: Mapping[str, Vector], key: str, value: Vector) -> None:
+    def __init__(self, base: Mapping[str, Floats], key: str, value: Floats) -> None:
         self._base, self._key, self._value = base, key, value
 
-    def __getitem__(self, key: str) -> Vector:
+    def __getitem__(self, key: str) -> Floats:
         return self._value if key == self._key else self._base[key]
 
     def __iter__(self) -> Iterator[str]:
@@ -129,7 +129,7 @@ class TopicClusters:
         return [(self.clusters[cid], sim) for cid, sim in self._cents.search(query, n)]
 
     def assign(
-        self, turn_id: str, vector: Vector, vectors: Mapping[str, Vector],
+        self, turn_id: str, vector: Vector, vectors: Mapping[str, Floats],
         age: Callable[[str], int] | None = None,
     ) -> dict[str, int]:
         """Place a new turn; returns every assignment that changed (the new turn included).
@@ -164,7 +164,7 @@ class TopicClusters:
             self._cents.add([cid], c.centroid)
 
     def _split(
-        self, c: Cluster, vectors: Mapping[str, Vector], age: Callable[[str], int] | None
+        self, c: Cluster, vectors: Mapping[str, Floats], age: Callable[[str], int] | None
     ) -> dict[str, int]:
         """Re-cluster one degraded cluster's members (bounded: at most the newest 400)."""
         from sklearn.cluster import AgglomerativeClustering

@@ -21,7 +21,7 @@ from dhrag_core.algorithm.chains import ChainTracker
 from dhrag_core.algorithm.clustering import TopicClusters
 from dhrag_core.algorithm.members import OrderedMembers
 from dhrag_core.embedding import l2_normalise
-from dhrag_core.records import Turn, Vector
+from dhrag_core.records import Compact, Turn, Vector
 from dhrag_core.settings import Settings
 
 __all__ = ["SessionTree", "SummaryNode", "TreeMatch", "topic_vector"]
@@ -38,7 +38,7 @@ def topic_vector(turn: Turn, response_weight: float = 3.0, passage_weight: float
     if turn.response_vector is not None:
         v += response_weight * turn.response_vector
     if len(turn.passage_vectors):
-        v += passage_weight * turn.passage_vectors.mean(axis=0)
+        v += passage_weight * turn.passage_vectors.mean(axis=0, dtype=np.float64)
     out: Vector = l2_normalise(v)[0]
     return out
 
@@ -85,7 +85,9 @@ class SessionTree:
             min_quality=settings.cluster_min_quality, merge_every=settings.cluster_merge_every,
         )
         self.chains = ChainTracker(dimension, threshold=settings.chain_threshold)
-        self.vectors: dict[str, Vector] = {}
+        self.vectors: dict[str, Compact] = {}
+        """Topic vectors, float16: the one copy per turn (everything computes with exactly
+        these values, as float32)."""
         self.index_of: dict[str, int] = {}
         self.comparisons = 0
         # summary nodes: (cluster id, chain id) -> members in turn order and their vector sum
@@ -119,10 +121,12 @@ class SessionTree:
         """Turn index (the turn being inserted is newer than every stored one)."""
         return self.index_of.get(turn_id, 1 << 62)
 
-    def topic(self, turn: Turn) -> Vector:
-        """``topic_vector`` with this tree's weights."""
+    def topic(self, turn: Turn) -> tuple[Vector, Compact]:
+        """``topic_vector`` with this tree's weights, rounded to float16: (float32, float16)."""
         cfg = self.settings
-        return topic_vector(turn, cfg.topic_answer_weight, cfg.topic_passage_weight)
+        kept = topic_vector(turn, cfg.topic_answer_weight, cfg.topic_passage_weight).astype(
+            np.float16)
+        return kept.astype(np.float32), kept
 
     # -- upkeep -------------------------------------------------------------------------------
 
@@ -130,10 +134,10 @@ class SessionTree:
         """Organise a new turn: (cluster id, chain id, cluster ids of other turns that moved).
 
         ``thread``: the chain the turn's query was judged to continue, if any."""
-        v = self.topic(turn)
+        v, kept = self.topic(turn)
         changed = self.clusters.assign(turn.turn_id, v, self.vectors, self._age)
         chain_id = self.chains.link(turn.turn_id, v, turn.index, thread)
-        self.vectors[turn.turn_id] = v
+        self.vectors[turn.turn_id] = kept
         self.index_of[turn.turn_id] = turn.index
         for moved in changed:
             self._node_remove(moved)
@@ -147,17 +151,18 @@ class SessionTree:
             if t.cluster_id < 0 or t.chain_id < 0:
                 self.insert(t)  # stored without organisation (imported): organise it now
                 continue
-            v = self.topic(t)
-            self.vectors[t.turn_id] = v
+            v, kept = self.topic(t)
+            self.vectors[t.turn_id] = kept
             self.index_of[t.turn_id] = t.index
             self.clusters.restore(t.turn_id, v, t.cluster_id)
             self.chains.restore(t.turn_id, v, t.index, t.chain_id)
             self._node_add(t.turn_id)
 
     def remove(self, turn_id: str) -> None:
-        v = self.vectors.get(turn_id)
-        if v is None:
+        kept = self.vectors.get(turn_id)
+        if kept is None:
             return
+        v = kept.astype(np.float32)
         self._node_remove(turn_id)
         self.clusters.remove(turn_id, v)
         self.chains.remove(turn_id, v, self.vectors)
@@ -244,7 +249,7 @@ class SessionTree:
             return []
         if not hierarchical or len(self.vectors) < cfg.min_tree_turns:
             ids = list(self.vectors)
-            sims = np.stack([self.vectors[i] for i in ids]) @ query
+            sims = np.stack([self.vectors[i] for i in ids]).astype(np.float32) @ query
             self.comparisons += len(ids)
             order = _top(sims, cfg.tree_turns)
             return [TreeMatch(ids[i], float(sims[i]), self.clusters.of.get(ids[i], -1), None)

@@ -44,7 +44,8 @@ def _answer_support(c: Candidate) -> float:
     """How much the earlier answer drew on this history passage: cos(response, passage)."""
     if c.selected is None or c.selected.turn.response_vector is None:
         return 0.0
-    return float(np.clip(c.selected.turn.response_vector @ c.vector, 0.0, 1.0))
+    answer = c.selected.turn.response_vector.astype(np.float32)
+    return float(np.clip(answer @ c.vector, 0.0, 1.0))
 
 
 def integrate(

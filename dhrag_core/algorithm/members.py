@@ -12,7 +12,7 @@ from collections.abc import Mapping
 import numpy as np
 
 from dhrag_core.index import RowBuffer
-from dhrag_core.records import Vector
+from dhrag_core.records import Floats
 
 __all__ = ["OrderedMembers"]
 
@@ -33,7 +33,7 @@ class OrderedMembers:
     def __len__(self) -> int:
         return len(self.members)
 
-    def add(self, turn_id: str, vector: Vector, index: int) -> None:
+    def add(self, turn_id: str, vector: Floats, index: int) -> None:
         at = bisect.bisect_right(self.indexes, index)
         self.members.insert(at, turn_id)
         self.indexes.insert(at, index)
@@ -41,14 +41,14 @@ class OrderedMembers:
             self._rows.insert(at, vector)
         self.total = self.total + vector.astype(np.float64)
 
-    def discard(self, turn_id: str, vector: Vector) -> None:
+    def discard(self, turn_id: str, vector: Floats) -> None:
         at = self.members.index(turn_id)
         del self.members[at], self.indexes[at]
         if self._rows is not None:
             self._rows.delete(at)
         self.total = self.total - vector.astype(np.float64)
 
-    def rows(self, vectors: Mapping[str, Vector]) -> np.ndarray:
+    def rows(self, vectors: Mapping[str, Floats]) -> np.ndarray:
         """The members' vectors stacked in member order (``vectors``: every member's)."""
         if self._rows is None:
             self._rows = RowBuffer(np.stack([vectors[m] for m in self.members]))

@@ -46,7 +46,7 @@ class ExtractiveSummariser:
     def summarise(self, turns: Sequence[Turn]) -> str:
         if not turns:
             return ""
-        vecs = np.stack([t.query_vector for t in turns])
+        vecs = np.stack([t.query_vector for t in turns]).astype(np.float32)
         central = turns[int(np.argmax(vecs @ vecs.mean(axis=0)))]
         counts = Counter(w for t in turns for w in self._words(t))
         terms = [w for w, _ in counts.most_common(self.n_terms)]

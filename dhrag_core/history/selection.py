@@ -159,8 +159,8 @@ class Selector:
         """Similarities the candidates' relevance is taken from (``Settings.relevance``): of
         their queries, of their topic vectors, or the larger of the two."""
         mode = self.settings.relevance
-        q_sims = np.stack([t.query_vector for t in turns]) @ qv
+        q_sims = np.stack([t.query_vector for t in turns]).astype(np.float32) @ qv
         if mode == "query":
             return q_sims
-        t_sims = np.stack([s.tree.vectors[i] for i in ids]) @ qv
+        t_sims = np.stack([s.tree.vectors[i] for i in ids]).astype(np.float32) @ qv
         return t_sims if mode == "topic" else np.maximum(q_sims, t_sims)

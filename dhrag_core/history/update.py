@@ -92,6 +92,8 @@ class UpdateRule:
         the caller holds ``s.lock``. On any failure the session is reloaded (or marked to
         reload on its next use) and the error raised."""
         qv, rv, pv = vectors
+        # the turn's passage_vectors are the one copy kept of the passages' vectors
+        items = [replace(p, vector=None) if p.vector is not None else p for p in items]
         index = s.next_index
         slots, sims = s.similarities(qv)
         dup = self._near_duplicate(s, slots, sims, response, rv)
@@ -144,7 +146,7 @@ class UpdateRule:
             old = s.turns[s.queries.key_at(int(slots[i]))]
             other = old.response_vector
             if (rv is None or other is None or old.response == response
-                    or float(other @ rv) >= threshold):
+                    or float(other.astype(np.float32) @ rv) >= threshold):
                 return old
         return None
 
@@ -159,12 +161,13 @@ class UpdateRule:
         room = max(self.settings.max_passages - len(items), 0)
         keep = keep[:room]
         passages = tuple(items) + tuple(old.passages[i] for i in keep)
-        merged_vectors = np.concatenate([pv, old.passage_vectors[keep]]) if keep else pv
+        merged_vectors = (np.concatenate([pv, old.passage_vectors[keep].astype(np.float32)])
+                          if keep else pv)
         return replace(
             old, index=index, query=query, passages=passages,
             response=response or old.response, timestamp=now, query_vector=qv,
             response_vector=rv if rv is not None else old.response_vector,
-            passage_vectors=np.ascontiguousarray(merged_vectors, dtype=np.float32),
+            passage_vectors=np.ascontiguousarray(merged_vectors, dtype=np.float16),
             metadata={**old.metadata, **meta}, merges=old.merges + 1,
         )
 

@@ -6,6 +6,7 @@ import json
 from typing import Any
 
 import numpy as np
+import numpy.typing as npt
 
 from dhrag_core.records import Passage, Turn, Vector
 from dhrag_core.store.base import CorruptStoreError
@@ -13,7 +14,7 @@ from dhrag_core.store.base import CorruptStoreError
 __all__ = ["decode_turn", "encode_turn", "vector_from_bytes", "vector_to_bytes"]
 
 
-def vector_to_bytes(v: Vector | None) -> bytes | None:
+def vector_to_bytes(v: npt.NDArray[np.floating[Any]] | None) -> bytes | None:
     return None if v is None else np.ascontiguousarray(v, dtype="<f4").tobytes()
 
 
