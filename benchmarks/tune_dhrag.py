@@ -3,7 +3,7 @@
     python -m benchmarks.tune_dhrag --grid thread_switch=none,0.2 thread_recency=0.05,0.1
 
 Every setting of the grid replays the plain benchmark and its interleaved sessions (3 threads,
-seeds 0-2; 10 threads, seed 0). Per-task MRR@10 are pooled; folds split the *original*
+seeds 0-2; 10 threads, seeds 0-2). Per-task MRR@10 are pooled; folds split the *original*
 conversations (a thread and its interleaved copies are in the same fold). For each fold the
 setting with the best mean on the other folds is scored on it: the cross-validated figure is
 what choosing by this procedure gives on conversations it did not see. Both it and the best
@@ -37,7 +37,7 @@ from dhrag_core import FaissKnowledgeBase, MiniLMEmbedder, Settings
 __all__ = ["cross_validate", "fold_of", "interleaved_sets"]
 
 SETS = (("plain", 0, 0), ("3 threads", 3, 0), ("3 threads", 3, 1), ("3 threads", 3, 2),
-        ("10 threads", 10, 0))
+        ("10 threads", 10, 0), ("10 threads", 10, 1), ("10 threads", 10, 2))
 """(label, threads, seed); threads 0 is the plain benchmark."""
 
 

@@ -80,6 +80,8 @@ class Settings:
         thread_variants: Threads whose reconstructed query searches the knowledge base: T* and
             the runner-ups by thread score. Each passage counts by its best match over these
             queries, so a wrong guess of T* costs less (1: T* only).
+        hedge_margin: A runner-up thread is searched only when its relevance to the query is
+            within this of T*'s (a clear choice is not hedged); ``None``: always.
         search_raw_query: The raw query is searched too, as one more of those queries (a new
             topic, which no thread continues, keeps its own ranking).
         use_clustering: Match through topic clusters (off: every summary node is scored).
@@ -133,6 +135,7 @@ class Settings:
     thread_link: float | None = 0.3
     thread_switch: float | None = 0.2
     thread_variants: int = 3
+    hedge_margin: float | None = None
     search_raw_query: bool = False
     use_clustering: bool = True
     use_hierarchy: bool = True
@@ -170,6 +173,8 @@ class Settings:
         _check_range("answer_bonus", self.answer_bonus, -10.0, 10.0)
         _check_range("thread_recency", self.thread_recency, 0.0, 10.0)
         _check_range("thread_half_life", self.thread_half_life, 1e-9, math.inf)
+        if self.hedge_margin is not None:
+            _check_range("hedge_margin", self.hedge_margin, 0.0, 2.0)
         for name in ("thread_link", "thread_switch"):
             if getattr(self, name) is not None:
                 _check_range(name, getattr(self, name), -1.0, 1.0)

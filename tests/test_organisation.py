@@ -365,6 +365,17 @@ def test_select_threads_selects_inside_the_runner_up_threads_too(clock: FakeCloc
         db.select_threads("s", RETURN, 1.5)  # type: ignore[arg-type]
 
 
+def test_hedge_margin_drops_runner_up_threads_far_below_t_star(clock: FakeClock) -> None:
+    wide = _switch_and_return(Settings(history_turns=3, hedge_margin=2.0), clock)
+    assert len(wide.select_threads("s", RETURN, 2)) == 2, "within the margin: hedged"
+    tight = _switch_and_return(Settings(history_turns=3, hedge_margin=0.0), clock)
+    only = tight.select_threads("s", RETURN, 2)
+    assert len(only) == 1, "the runner-up is less relevant than T*: not searched"
+    assert [p.turn.turn_id for p in only[0]] == [p.turn.turn_id for p in tight.select("s", RETURN)]
+    with pytest.raises(ValueError, match="hedge_margin"):
+        Settings(hedge_margin=-0.1)
+
+
 def test_vector_index_matches_a_brute_force_scan_through_growth_reuse_and_reserve() -> None:
     from dhrag_core.index import VectorIndex
 

@@ -46,7 +46,11 @@ class Selector:
         if not s.tree.has_chains:
             return [[]]
         threads, matches = self.threads(s, qv)
-        return [self._select_in_thread(s, qv, t, matches, clock) for t, _ in threads[:n]]
+        margin = self.settings.hedge_margin
+        top = threads[0][1]
+        kept = [t for i, (t, rel) in enumerate(threads[:n])
+                if i == 0 or margin is None or rel >= top - margin]
+        return [self._select_in_thread(s, qv, t, matches, clock) for t in kept]
 
     def continued_thread(self, s: SessionState, qv: Vector) -> int | None:
         """The thread a new turn joins because its query continues it (``thread_link``): the
