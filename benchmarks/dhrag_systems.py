@@ -170,6 +170,10 @@ def _register() -> None:
         "dhrag-one-thread",
         lambda ctx: DHRAGSystem("dhrag-one-thread", ctx, Settings(thread_variants=1)),
         description="DH-RAG searching with T*'s expanded query only (no runner-up threads)")
+    register_system(
+        "dhrag-hedge-always",
+        lambda ctx: DHRAGSystem("dhrag-hedge-always", ctx, Settings(hedge_margin=None)),
+        description="DH-RAG searching the runner-up threads however far below T* they are")
 
 
 _register()

@@ -135,7 +135,7 @@ class Settings:
     thread_link: float | None = 0.3
     thread_switch: float | None = 0.2
     thread_variants: int = 3
-    hedge_margin: float | None = None
+    hedge_margin: float | None = 0.25
     search_raw_query: bool = False
     use_clustering: bool = True
     use_hierarchy: bool = True

@@ -351,14 +351,15 @@ def test_group_rows_stay_in_step_with_members_through_inserts_and_deletes() -> N
 
 
 def test_select_threads_selects_inside_the_runner_up_threads_too(clock: FakeClock) -> None:
-    db = _switch_and_return(Settings(history_turns=3), clock)
+    db = _switch_and_return(Settings(history_turns=3, hedge_margin=None), clock)
     first, second = db.select_threads("s", RETURN, 2)
     assert [p.turn.turn_id for p in first] == [p.turn.turn_id for p in db.select("s", RETURN)]
     assert {p.turn.query for p in first} == {q for q, _ in GUINEA}
     assert {p.turn.query for p in second} <= {q for q, _ in BONDS} and second
     assert len({p.chain_id for p in second}) == 1 != first[0].chain_id
     assert len(db.select_threads("s", RETURN, 5)) == 2, "one list per thread there is"
-    flat = _switch_and_return(Settings(history_turns=3, use_chains=False), clock)
+    flat = _switch_and_return(Settings(history_turns=3, use_chains=False, hedge_margin=None),
+                              clock)
     assert len(flat.select_threads("s", RETURN, 3)) == 1
     assert db.select_threads("nobody", RETURN, 3) == [[]]
     with pytest.raises(TypeError, match="n must be an int"):
