@@ -1,31 +1,37 @@
 """DH-RAG through the real adapters, for the retrieval harness (issue 17, item 3).
 
-What LangChain and LlamaIndex users run: the benchmark's passages in LangChain's ``FAISS``
-vector store (``langchain_community``, inner product; ``lc-*``) or in a LlamaIndex
-``VectorStoreIndex`` over a ``FaissVectorStore`` (``li-*``), holding the knowledge base's own
-vectors (no re-embedding), retrieved through ``DHRAGRetriever`` and recorded through its
-``record``. ``*-vector`` systems search the store by the expanded query vector (the adapters'
-default for vector stores: they should rank as ``dhrag`` does); ``*-text`` systems send the
-rewritten query as text (the path of retrievers that only take text). FAISS-backed stores,
-because the frameworks' pure-Python in-memory stores take seconds per search over 36.6k
-passages (``InMemoryVectorStore``: ~3.7 s on these machines); ``LangChainSystem`` still takes
-``store="memory"``.
+What LangChain and LlamaIndex users run: the benchmark's passages in LangChain's
+``QdrantVectorStore`` (``langchain-qdrant``, Qdrant's local in-process mode, dot product;
+``lc-*``) or in a LlamaIndex ``VectorStoreIndex`` over a ``FaissVectorStore`` (``li-*``),
+holding the knowledge base's own vectors (no re-embedding), retrieved through
+``DHRAGRetriever`` and recorded through its ``record``. ``*-vector`` systems search the store by
+the expanded query vector (the adapters' default for vector stores: they should rank as
+``dhrag`` does); ``*-text`` systems send the rewritten query as text (the path of retrievers
+that only take text). Qdrant's local mode scans every vector exactly, in numpy; langchain-core's
+``InMemoryVectorStore`` does too but converts its stored lists on every search, about ten times
+slower over 36.6k passages (``LangChainSystem`` still takes ``store="memory"``).
 
     python -m benchmarks run --import benchmarks.adapter_systems --systems dhrag,lc-*,li-*
 """
 
 from __future__ import annotations
 
-from typing import Literal
+import warnings
+from dataclasses import replace
+from typing import TYPE_CHECKING, Any, Literal
 
 from benchmarks.dhrag_systems import MemoEmbedder
 from benchmarks.systems import BenchContext, SystemFactory, register_system
 from dhrag_core import Passage, Settings
 
+if TYPE_CHECKING:
+    from langchain_core.embeddings import Embeddings
+    from langchain_core.vectorstores import VectorStore
+
 __all__ = ["LangChainSystem", "LlamaIndexSystem"]
 
 Search = Literal["vector", "text"]
-Store = Literal["faiss", "memory"]
+Store = Literal["qdrant", "memory"]
 
 
 def _inner(ctx: BenchContext) -> MemoEmbedder:
@@ -36,12 +42,17 @@ def _inner(ctx: BenchContext) -> MemoEmbedder:
 
 
 class LangChainSystem:
-    """``langchain_dhrag.DHRAGRetriever`` over LangChain's ``FAISS`` (or, with
-    ``store="memory"``, ``InMemoryVectorStore``) of the passages."""
+    """``langchain_dhrag.DHRAGRetriever`` over a ``QdrantVectorStore`` (or, with
+    ``store="memory"``, an ``InMemoryVectorStore``) of the passages.
+
+    Qdrant point ids are integers or UUIDs, so the store holds passage ``i`` as point ``i``
+    (the adapter reads it back from ``metadata["_id"]``) and ``retrieve`` returns the
+    knowledge base's own ids.
+    """
 
     def __init__(self, name: str, ctx: BenchContext, search: Search,
-                 settings: Settings | None = None, store: Store = "faiss") -> None:
-        from langchain_core.vectorstores import InMemoryVectorStore, VectorStore
+                 settings: Settings | None = None, store: Store = "qdrant") -> None:
+        from langchain_core.vectorstores import InMemoryVectorStore
 
         from langchain_dhrag import DHRAGEmbeddings, DHRAGRetriever
 
@@ -53,20 +64,15 @@ class LangChainSystem:
         embeddings = DHRAGEmbeddings(_inner(ctx), cache_size=len(texts) + 10_000)
         embeddings.preload(texts, kb.vectors)  # the KB's own vectors: nothing re-embedded
         vector_store: VectorStore
-        if store == "faiss":
-            from langchain_community.vectorstores import FAISS
-            from langchain_community.vectorstores.utils import DistanceStrategy
-
-            pairs = list(zip(texts, embeddings.encode(texts).tolist(), strict=True))
-            vector_store = FAISS.from_embeddings(
-                pairs, embeddings, metadatas=metadatas, ids=ids,
-                distance_strategy=DistanceStrategy.MAX_INNER_PRODUCT)
+        if store == "qdrant":
+            vector_store = _qdrant(embeddings, texts, metadatas, kb.vectors.shape[1])
         else:
             vector_store = InMemoryVectorStore(embeddings)
             vector_store.add_texts(texts, metadatas=metadatas, ids=ids)
         self.retriever = DHRAGRetriever.from_knowledge(
             vector_store, settings=settings or Settings(), search=search)
         self.session = ""
+        self.ids = ids if store == "qdrant" else None
 
     def start(self, conversation_id: str) -> None:
         self.session = f"conv-{conversation_id}"
@@ -77,10 +83,30 @@ class LangChainSystem:
 
         docs = self.retriever.invoke(question, {"configurable": {"session_id": self.session}},
                                      k=k)
-        return [document_to_passage(d) for d in docs]
+        passages = [document_to_passage(d) for d in docs]
+        ids = self.ids
+        return passages if ids is None else [replace(p, id=ids[int(str(p.id))]) for p in passages]
 
     def observe(self, question: str, passages: list[Passage], answer: str) -> None:
         self.retriever.record(self.session, question, answer or "")  # the pending passages
+
+
+def _qdrant(embeddings: Embeddings, texts: list[str], metadatas: list[dict[str, Any]],
+            dim: int) -> VectorStore:
+    """An in-process Qdrant collection (exact dot-product scan) holding passage ``i`` as
+    point ``i``."""
+    from langchain_qdrant import QdrantVectorStore
+    from qdrant_client import QdrantClient
+    from qdrant_client.models import Distance, VectorParams
+
+    client = QdrantClient(location=":memory:")
+    client.create_collection("kb", vectors_config=VectorParams(size=dim, distance=Distance.DOT))
+    store = QdrantVectorStore(client, "kb", embeddings, distance=Distance.DOT)
+    with warnings.catch_warnings():  # local mode's advice to use a server past 20,000 points
+        warnings.filterwarnings("ignore", "Local mode is not recommended", UserWarning)
+        store.add_texts(texts, metadatas=metadatas, ids=list(range(len(texts))),
+                        batch_size=1024)
+    return store
 
 
 class LlamaIndexSystem:
@@ -141,7 +167,7 @@ def _register() -> None:
     searches: tuple[Search, ...] = ("vector", "text")
     for search in searches:
         register_system(f"lc-{search}", _langchain(search), description=(
-            f"DH-RAG via the LangChain adapter, FAISS vector store, {search} path"))
+            f"DH-RAG via the LangChain adapter, Qdrant vector store (local), {search} path"))
         register_system(f"li-{search}", _llamaindex(search), description=(
             f"DH-RAG via the LlamaIndex adapter, VectorStoreIndex (FAISS), {search} path"))
 

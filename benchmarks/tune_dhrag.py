@@ -1,13 +1,15 @@
 """Choose DH-RAG defaults by cross-validation by conversation, on plain and interleaved sessions.
 
     python -m benchmarks.tune_dhrag --grid thread_switch=none,0.2 thread_recency=0.05,0.1
+    python -m benchmarks.tune_dhrag --text --grid text_k=none,100   # the text path
 
 Every setting of the grid replays the plain benchmark and its interleaved sessions (3 threads,
 seeds 0-2; 10 threads, seeds 0-2). Per-task MRR@10 are pooled; folds split the *original*
 conversations (a thread and its interleaved copies are in the same fold). For each fold the
 setting with the best mean on the other folds is scored on it: the cross-validated figure is
 what choosing by this procedure gives on conversations it did not see. Both it and the best
-(tuned on everything) figure are printed; tuning on the evaluation data: say so.
+(tuned on everything) figure are printed; tuning on the evaluation data: say so. ``--text``
+replays the text path (a knowledge base with ``search(text, k)`` only: ``TextOnlyKB``).
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ import time
 import zlib
 from collections.abc import Mapping, Sequence
 from pathlib import Path
+from typing import cast
 
 import faiss
 import numpy as np
@@ -42,9 +45,9 @@ SETS = (("plain", 0, 0), ("3 threads", 3, 0), ("3 threads", 3, 1), ("3 threads",
 
 
 def _parse(value: str) -> object:
-    for cast in (int, float):
+    for convert in (int, float):
         try:
-            return cast(value)
+            return convert(value)
         except ValueError:
             pass
     return {"true": True, "false": False, "none": None}.get(value.lower(), value)
@@ -95,6 +98,8 @@ def main() -> None:
     ap.add_argument("--base", nargs="*", default=[], help="fixed settings key=value")
     ap.add_argument("--also", nargs="*", default=[],
                     help="further candidate settings, each 'key=value,key=value'")
+    ap.add_argument("--text", action="store_true",
+                    help="the text path: a knowledge base searched by text only")
     ap.add_argument("--folds", type=int, default=5)
     ap.add_argument("--out", type=Path, default=Path("results/tune.json"))
     args = ap.parse_args()
@@ -107,8 +112,12 @@ def main() -> None:
     emb = MiniLMEmbedder()
     vectors = kb_vectors(bench.kb, emb, "all-MiniLM-L6-v2", cache_dir=default_cache(),
                          seed=default_data() / "kb_minilm.npz", show_progress=False)
-    ctx = BenchContext(kb=FaissKnowledgeBase(bench.kb, memo_for(emb), vectors=vectors),
-                       embedder=memo_for(emb))
+    kb = FaissKnowledgeBase(bench.kb, memo_for(emb), vectors=vectors)
+    if args.text:
+        from benchmarks.text_path import TextOnlyKB
+
+        kb = cast(FaissKnowledgeBase, TextOnlyKB(kb, memo_for(emb)))
+    ctx = BenchContext(kb=kb, embedder=memo_for(emb))
     base = {k: _parse(v) for k, v in (kv.split("=", 1) for kv in args.base)}
     keys = [g.split("=", 1)[0] for g in args.grid]
     values = [[_parse(v) for v in g.split("=", 1)[1].split(",")] for g in args.grid]

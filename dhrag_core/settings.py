@@ -79,11 +79,13 @@ class Settings:
             ``None``: the best thread score decides alone.
         thread_variants: Threads whose reconstructed query searches the knowledge base: T* and
             the runner-ups by thread score. Each passage counts by its best match over these
-            queries, so a wrong guess of T* costs less (1: T* only).
+            queries, so a wrong guess of T* costs less (1: T* only). A knowledge base searched
+            by text is searched once, with the rewrite in T*; these queries re-rank its
+            candidates.
         hedge_margin: A runner-up thread is searched only when its relevance to the query is
             within this of T*'s (a clear choice is not hedged); ``None``: always.
         search_raw_query: The raw query is searched too, as one more of those queries (a new
-            topic, which no thread continues, keeps its own ranking).
+            topic, which no thread continues, keeps its own ranking; by text: it re-ranks).
         use_clustering: Match through topic clusters (off: every summary node is scored).
         use_hierarchy: Beam search cluster -> summary -> turn (off: scan every turn).
         use_chains: Select inside the thread T* with thread-local recency (off: select over

@@ -37,8 +37,9 @@ def _json_safe(metadata: Mapping[str, Any]) -> dict[str, Any]:
 def document_to_passage(doc: Document | str, score: float | None = None) -> Passage:
     """A LangChain ``Document`` (or plain text) as a dhrag ``Passage``.
 
-    The id is the document's id; the title is ``metadata["title"]`` when present; the DH-RAG
-    trace a ``DHRAGRetriever`` added is dropped, other metadata is kept (JSON-safe).
+    The id is the document's id, else ``metadata["_id"]`` (where ``langchain-qdrant`` puts
+    the point id); the title is ``metadata["title"]`` when present; the DH-RAG trace a
+    ``DHRAGRetriever`` added is dropped, other metadata is kept (JSON-safe).
 
     Example:
         >>> document_to_passage(Document("The wall is long.", id="w1")).id
@@ -50,8 +51,11 @@ def document_to_passage(doc: Document | str, score: float | None = None) -> Pass
         raise TypeError(f"documents must hold Document or str items, got {type(doc).__name__}")
     meta = {k: v for k, v in doc.metadata.items() if k != TRACE_KEY}
     title = meta.get("title")
+    doc_id = doc.id
+    if doc_id is None and isinstance(meta.get("_id"), (str, int)):
+        doc_id = str(meta["_id"])
     return Passage(
-        text=doc.page_content, id=doc.id, title=title if isinstance(title, str) else "",
+        text=doc.page_content, id=doc_id, title=title if isinstance(title, str) else "",
         score=score, metadata=_json_safe(meta),
     )
 

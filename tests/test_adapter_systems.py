@@ -16,6 +16,9 @@ from benchmarks.systems import BenchContext, build_systems
 from dhrag_core import FaissKnowledgeBase, HashingEmbedder, Passage
 from dhrag_core.app.demo import DEMO_TURNS
 
+# the stores the adapter rows use are maintained, non-deprecated integrations
+pytestmark = pytest.mark.filterwarnings("error::DeprecationWarning")
+
 ANSWERS = ["Stone, brick, tamped earth and wood.", "About 21,196 km.",
            "In burrows dug by other animals.", "Yes, they are popular pets.",
            "Nomads from the steppe.", "On 9 November 1989."]

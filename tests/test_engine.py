@@ -122,6 +122,33 @@ def test_the_knowledge_base_is_searched_inside_each_candidate_thread(variants: i
     assert np.allclose(last, emb.encode(["How long is it?"])[0])
 
 
+class _TextOnly:
+    """A knowledge base with ``search(text, k)`` only, recording what it was asked."""
+
+    def __init__(self, inner: FaissKnowledgeBase) -> None:
+        self.inner, self.searched = inner, list[str]()
+
+    def search(self, query: str, k: int) -> list[Passage]:
+        self.searched.append(query)
+        return self.inner.search(query, k)
+
+
+@pytest.mark.parametrize("variants", [1, 2])
+def test_a_text_knowledge_base_is_searched_once_and_reranked_inside_each_thread(
+    variants: int,
+) -> None:
+    emb = HashingEmbedder()
+    kb = _TextOnly(FaissKnowledgeBase(KB, emb))
+    rag = DHRAG(kb, embedder=emb, settings=Settings(thread_variants=variants))
+    for q, a in [("What is the Great Wall of China built of?", "Stone, brick and earth."),
+                 ("Where do guinea pigs sleep in the wild?", "In burrows.")]:
+        rag.record("u", q, a, selection=rag.select("u", q))
+    kb.searched.clear()
+    sel = rag.select("u", "Tell me more")
+    assert kb.searched == [sel.rewritten_query]  # one search, by the rewrite in T*
+    assert len(sel.search_vectors) == variants  # its candidates ranked by each thread's query
+
+
 def test_select_then_record_updates_history_and_traces(rag: DHRAG) -> None:
     s1 = rag.select("u", "What is the Great Wall of China built of?")
     assert s1.history == () and s1.rewritten_query == s1.query

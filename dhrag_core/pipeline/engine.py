@@ -217,11 +217,11 @@ class DHRAG:
 
         The expanded query moves the query toward the turns selected in T* by their weights;
         its base is the rewritten query's embedding when ``rewrite_vector`` is set, else the raw
-        query's. It ranks the context on both paths: a knowledge base searched by text gets the
-        rewritten text, and its candidates are re-ranked by this vector. Searched by vector,
-        the query expanded inside each runner-up thread follows (``thread_variants``), and the
-        raw query (``search_raw_query``): when T* is a wrong guess, the right thread or the
-        query alone still ranks its passages.
+        query's. The query expanded inside each runner-up thread follows (``thread_variants``),
+        and the raw query (``search_raw_query``): when T* is a wrong guess, the right thread or
+        the query alone still ranks its passages. Searched by vector, each row is a search; a
+        knowledge base searched by text gets the rewritten text, and its candidates are
+        re-ranked by these rows (each by its best match).
         """
         cfg = self.settings
         if not cfg.use_rewrite:
@@ -234,8 +234,7 @@ class DHRAG:
             return topic_vector(t, cfg.topic_answer_weight, cfg.topic_passage_weight)
 
         rows = [expand_vector(base, threads[0], cfg.expansion, topic)]
-        by_vector = callable(getattr(self.knowledge, "search_vectors", None))
-        if by_vector and threads[0]:
+        if threads[0]:
             rows += [expand_vector(qv, h, cfg.expansion, topic) for h in threads[1:] if h]
             if cfg.search_raw_query:
                 rows.append(qv)

@@ -47,6 +47,7 @@ from langchain_dhrag import (
     LangChainEmbedder,
     LangChainKnowledgeBase,
     LangChainVectorKnowledgeBase,
+    document_to_passage,
 )
 
 # -- embeddings ----------------------------------------------------------------------------
@@ -90,6 +91,15 @@ def test_round_trip_both_directions() -> None:
     assert len(vecs) == 2 and len(vecs[0]) == 48 and isinstance(vecs[0][0], float)
     np.testing.assert_allclose(lc.embed_query("Berlin Wall"), vecs[0], atol=1e-6)
     assert lc.embed_documents([]) == []
+
+
+def test_passage_id_falls_back_to_the_stores_metadata_id() -> None:
+    # langchain-qdrant returns documents without an id, the point id in metadata["_id"]
+    qdrant_doc = Document("Made of stone.", metadata={"_id": 17, "_collection_name": "kb"})
+    assert document_to_passage(qdrant_doc).id == "17"
+    assert document_to_passage(Document("x", id="w1", metadata={"_id": 3})).id == "w1"
+    assert document_to_passage(Document("x", metadata={"_id": [1]})).id is None
+    assert document_to_passage(Document("x")).id is None
 
 
 def test_dhrag_embeddings_in_a_vector_store_and_its_cache() -> None:
