@@ -277,7 +277,9 @@ def test_chain_removal_keeps_turn_order_and_the_latest_turn() -> None:
     tracker.remove("t2", vectors["t2"], vectors)  # a middle turn: the latest stays
     assert chain.members == ["t0", "t1", "t3", "t4"] and chain.last_index == 4
     tracker.remove("t4", vectors["t4"], vectors)  # the latest: the one before takes over
-    assert chain.last_index == 3 and chain.last_vector is vectors["t3"]
+    assert chain.last_index == 3
+    best = tracker.best_link(vectors["t3"])  # its latest vector is t3's now
+    assert best is not None and best[1] == pytest.approx(1.0, abs=1e-6)
     tracker.restore("t2", vectors["t2"], 2, chain.id)  # an older turn slots in by index
     assert chain.members == ["t0", "t1", "t2", "t3"] and chain.indexes == [0, 1, 2, 3]
     for tid in ("t0", "t1", "t2", "t3"):
@@ -398,17 +400,19 @@ def test_ordered_members_keep_turn_order_sum_and_rows_in_step() -> None:
     vector sum and the stacked rows agree after adds and discards in any order."""
     rng = np.random.default_rng(3)
     vectors = {f"t{i}": noisy(unit(1), rng, 0.5) for i in range(8)}
-    node = OrderedMembers(DIM)
-    for i in (4, 1, 6):
+    node = OrderedMembers(DIM, rows=True)
+    for i in (4, 1, 6, 0, 7, 3):
         node.add(f"t{i}", vectors[f"t{i}"], i)
-    node.rows(vectors)  # built now: later changes must be applied to it
-    for i in (0, 7, 3):
-        node.add(f"t{i}", vectors[f"t{i}"], i)
-    node.discard("t6", vectors["t6"])
-    node.discard("t0", vectors["t0"])
+    node.discard("t6", vectors["t6"], 6)
+    node.discard("t0", vectors["t0"])  # found without its index too
     want = ["t1", "t3", "t4", "t7"]
     assert node.members == want and node.indexes == [1, 3, 4, 7] and len(node) == 4
-    np.testing.assert_allclose(node.rows(vectors), np.stack([vectors[m] for m in want]))
+    np.testing.assert_array_equal(node.rows(), np.stack([vectors[m] for m in want]))
+    assert np.array_equal(node.row(node.position("t4", 4)), vectors["t4"])
+    with pytest.raises(ValueError):
+        node.position("t6", 6)
+    with pytest.raises(ValueError, match="keeps no rows"):
+        OrderedMembers(DIM).rows()
     np.testing.assert_allclose(node.total, np.sum([vectors[m] for m in want], axis=0),
                                atol=1e-6)
 
