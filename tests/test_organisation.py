@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from dhrag_core import FunctionEmbedder, HashingEmbedder, HistoryDatabase, Settings, Turn
+from dhrag_core import FunctionEmbedder, HashingEmbedder, HistoryDatabase, Passage, Settings, Turn
 from dhrag_core.algorithm.chains import ChainTracker, chain_length_stats
 from dhrag_core.algorithm.clustering import TopicClusters, keyword_labels
 from dhrag_core.algorithm.hierarchy import SessionTree
@@ -350,6 +350,7 @@ def test_group_rows_stay_in_step_with_members_through_inserts_and_deletes() -> N
             buf.delete(at)
         expected = np.stack(rows) if rows else np.zeros((0, 4), np.float32)
         assert np.array_equal(buf.view(), expected), step
+        assert len(buf._buf) <= max(16, 4 * len(rows)), "a buffer that shrank gives room back"
 
 
 def test_select_threads_selects_inside_the_runner_up_threads_too(clock: FakeClock) -> None:
@@ -438,3 +439,29 @@ def test_tree_exposes_chains_and_clusters_to_selection() -> None:
     assert sorted(tree.chain_lengths()) == [1, 3]
     assert sorted(len(tree.cluster_members(c)) for c in tree.cluster_ids()) == [1, 3]
     assert tree.cluster_members(10_000) == frozenset()
+
+
+def test_the_tree_keeps_one_topic_row_per_stored_turn_through_eviction() -> None:
+    """The summary nodes' rows are the one copy of the topic vectors: after many evictions,
+    moves and splits there is exactly one row per stored turn, equal to its topic vector,
+    and the buffers hold little slack (evicted rows are freed)."""
+    rng = np.random.default_rng(5)
+    centres = [unit(*rng.standard_normal(4)) for _ in range(5)]
+    calls = iter(range(10**6))
+    db = HistoryDatabase(embedder=HashingEmbedder(DIM),
+                         settings=Settings(capacity=120, merge_threshold=1.0),
+                         clock=lambda: float(next(calls)))
+    for i in range(400):
+        c = centres[int(rng.integers(0, 5))]
+        pv = [Passage(text=f"p{i}.{j}", vector=noisy(c, rng, 0.4)) for j in range(2)]
+        db.add("s", f"q{i}", pv, "", query_vector=noisy(c, rng, 0.4))
+    s = db._session("s")
+    tree = s.tree
+    assert len(s.turns) == 120 == len(tree) == len(tree.vectors)
+    nodes = tree._nodes.values()
+    assert sum(len(n.rows()) for n in nodes) == 120
+    for tid, turn in s.turns.items():
+        np.testing.assert_array_equal(tree.vectors[tid], tree.topic(turn))
+    for n in nodes:  # a node that shrank gave back its room
+        assert n._rows is not None and len(n._rows._buf) <= max(16, 4 * len(n))
+    assert s.queries.n_slots <= 121, "evicted query rows are reused, not appended"
