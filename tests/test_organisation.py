@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import heapq
+
 import numpy as np
 import pytest
 
@@ -465,3 +467,8 @@ def test_the_tree_keeps_one_topic_row_per_stored_turn_through_eviction() -> None
     for n in nodes:  # a node that shrank gave back its room
         assert n._rows is not None and len(n._rows._buf) <= max(16, 4 * len(n))
     assert s.queries.n_slots <= 121, "evicted query rows are reused, not appended"
+    for cid in tree.cluster_ids():  # read from the nodes' ends: the same as from every member
+        assert tree.latest_members(cid, 7) == heapq.nlargest(
+            7, tree.cluster_members(cid), key=tree.index_of.__getitem__)
+    log = db.store._sessions["s"].log  # type: ignore[attr-defined]
+    assert {e[0] for e in log} == set(range(400 - 64 + 1, 401)), "64 versions of change log"

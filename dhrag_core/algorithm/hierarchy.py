@@ -11,6 +11,7 @@ compares the query with far fewer vectors than a flat scan once the history is l
 from __future__ import annotations
 
 import bisect
+import heapq
 from collections import defaultdict
 from collections.abc import Iterator, Mapping, Sequence
 from collections.abc import Set as AbstractSet
@@ -225,6 +226,13 @@ class SessionTree:
     def cluster_ids(self) -> list[int]:
         """Ids of the topic clusters, oldest first."""
         return list(self.clusters.clusters)
+
+    def latest_members(self, cluster_id: int, n: int) -> list[str]:
+        """The ``n`` latest turns of a topic cluster, newest first: read from the ends of its
+        summary nodes (each in turn order), not from every member."""
+        tails = (m for key in self._cluster_nodes.get(cluster_id, ())
+                 for m in self._nodes[key].members[-n:])
+        return heapq.nlargest(n, tails, key=self.index_of.__getitem__)
 
     def cluster_members(self, cluster_id: int) -> AbstractSet[str]:
         """The turns of a topic cluster (empty when there is no such cluster)."""
