@@ -155,8 +155,8 @@ class VectorIndex(Generic[K]):
 
 class RowBuffer:
     """Row vectors kept in order in a buffer with room to grow: appending a newest row and
-    dropping the oldest (what nearly every turn does to a summary group or a chain) cost O(d),
-    not a copy of all rows; a middle insert or delete moves the rows after it."""
+    dropping the oldest (what nearly every turn does to a summary node) cost O(d), not a copy
+    of all rows; a middle insert or delete moves the rows after it."""
 
     __slots__ = ("_buf", "_hi", "_lo")
 
@@ -181,9 +181,17 @@ class RowBuffer:
         self._hi += 1
 
     def delete(self, at: int) -> None:
+        """Drop a row; once a quarter of the buffer or less is in use, it is reallocated
+        smaller, so a node that shrank does not keep the room it once needed."""
         if at == 0:
             self._lo += 1
-            return
-        i = self._lo + at
-        self._buf[i : self._hi - 1] = self._buf[i + 1 : self._hi]
-        self._hi -= 1
+        else:
+            i = self._lo + at
+            self._buf[i : self._hi - 1] = self._buf[i + 1 : self._hi]
+            self._hi -= 1
+        live = self._hi - self._lo
+        if len(self._buf) > 16 and 4 * live <= len(self._buf):
+            rows = self.view()
+            self._buf = np.empty((_grown(live, live), rows.shape[1]), dtype=np.float32)
+            self._buf[:live] = rows
+            self._lo, self._hi = 0, live

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -23,12 +23,45 @@ __all__ = [
 
 Vector = npt.NDArray[np.float32]
 Compact = npt.NDArray[np.float16]
+"""A vector kept in memory as float16 (half of float32), computed with as float32."""
 Floats = npt.NDArray[np.floating[Any]]
 """A float vector of either width."""
-"""A vector kept in memory as float16 (half of float32), computed with as float32."""
 
 
-@dataclass(frozen=True)
+
+class _NoMetadata(Mapping[str, Any]):
+    """The empty metadata of a record: immutable, shared, equal to ``{}``, pickled by name."""
+
+    __slots__ = ()
+
+    def __getitem__(self, key: str) -> Any:
+        raise KeyError(key)
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(())
+
+    def __len__(self) -> int:
+        return 0
+
+    def __repr__(self) -> str:
+        return "{}"
+
+    def __reduce__(self) -> str:
+        return "NO_METADATA"
+
+
+NO_METADATA: Mapping[str, Any] = _NoMetadata()
+"""The metadata of a record given none: one shared empty mapping, not a dict per record."""
+
+
+def _metadata(record: object) -> None:
+    """Share ``NO_METADATA`` for an empty metadata mapping (a stored turn has several)."""
+    meta = record.metadata  # type: ignore[attr-defined]
+    if not meta and meta is not NO_METADATA:
+        object.__setattr__(record, "metadata", NO_METADATA)
+
+
+@dataclass(frozen=True, slots=True)
 class Passage:
     """A passage shown to the LLM at some turn.
 
@@ -40,8 +73,11 @@ class Passage:
     id: str | None = None
     title: str = ""
     score: float | None = None
-    metadata: Mapping[str, Any] = field(default_factory=dict)
+    metadata: Mapping[str, Any] = field(default_factory=lambda: NO_METADATA)
     vector: Vector | None = field(default=None, compare=False, repr=False)
+
+    def __post_init__(self) -> None:
+        _metadata(self)
 
     @property
     def key(self) -> str:
@@ -49,7 +85,7 @@ class Passage:
         return self.id if self.id is not None else self.text
 
 
-@dataclass(frozen=True, eq=False)
+@dataclass(frozen=True, eq=False, slots=True)
 class Turn:
     """One (query, passages, response) triple of a session's history database.
 
@@ -71,12 +107,13 @@ class Turn:
     query_vector: Floats = field(repr=False)
     response_vector: Floats | None = field(repr=False)
     passage_vectors: Floats = field(repr=False)
-    metadata: Mapping[str, Any] = field(default_factory=dict)
+    metadata: Mapping[str, Any] = field(default_factory=lambda: NO_METADATA)
     merges: int = 0
     cluster_id: int = -1
     chain_id: int = -1
 
     def __post_init__(self) -> None:
+        _metadata(self)
         # one compact copy of each vector: float16, whatever the caller's arrays were; a
         # value float16 cannot hold is refused here, never stored as infinity
         for name in ("query_vector", "response_vector", "passage_vectors"):

@@ -454,3 +454,25 @@ def test_a_turn_keeps_float16_vectors_and_refuses_what_float16_cannot_hold() -> 
     np.testing.assert_allclose(kept.query_vector, [0.5, -0.25, 1e-3, 0.0], atol=1e-6)
     with pytest.raises(ValueError, match="float16"):
         turn(np.array([1e5, 0.0, 0.0, 0.0], np.float32))  # would be stored as infinity
+
+
+def test_records_are_slotted_share_empty_metadata_and_pickle() -> None:
+    import pickle
+
+    from dhrag_core.records import NO_METADATA
+
+    p, q = Passage(text="a"), Passage(text="b", metadata={})
+    t = Turn(session_id="s", turn_id="t", index=0, query="q", passages=(p, q), response="",
+             timestamp=0.0, query_vector=np.ones(4), response_vector=None,
+             passage_vectors=np.ones((2, 4)), metadata={})
+    for r in (p, q, t):  # no per-record __dict__, and no empty dict each
+        assert not hasattr(r, "__dict__") and r.metadata is NO_METADATA
+        assert r.metadata == {} and dict(r.metadata) == {} and repr(r.metadata) == "{}"
+    kept = Passage(text="c", metadata={"k": 1})
+    assert kept.metadata == {"k": 1}
+    back = pickle.loads(pickle.dumps(t))
+    assert back.metadata is NO_METADATA and back.passages == t.passages
+    np.testing.assert_array_equal(back.passage_vectors, t.passage_vectors)
+    assert pickle.loads(pickle.dumps(kept)) == kept
+    with pytest.raises(KeyError):
+        NO_METADATA["k"]

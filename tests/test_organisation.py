@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import heapq
+
 import numpy as np
 import pytest
 
-from dhrag_core import FunctionEmbedder, HashingEmbedder, HistoryDatabase, Settings, Turn
+from dhrag_core import FunctionEmbedder, HashingEmbedder, HistoryDatabase, Passage, Settings, Turn
 from dhrag_core.algorithm.chains import ChainTracker, chain_length_stats
 from dhrag_core.algorithm.clustering import TopicClusters, keyword_labels
 from dhrag_core.algorithm.hierarchy import SessionTree
@@ -277,7 +279,9 @@ def test_chain_removal_keeps_turn_order_and_the_latest_turn() -> None:
     tracker.remove("t2", vectors["t2"], vectors)  # a middle turn: the latest stays
     assert chain.members == ["t0", "t1", "t3", "t4"] and chain.last_index == 4
     tracker.remove("t4", vectors["t4"], vectors)  # the latest: the one before takes over
-    assert chain.last_index == 3 and chain.last_vector is vectors["t3"]
+    assert chain.last_index == 3
+    best = tracker.best_link(vectors["t3"])  # its latest vector is t3's now
+    assert best is not None and best[1] == pytest.approx(1.0, abs=1e-6)
     tracker.restore("t2", vectors["t2"], 2, chain.id)  # an older turn slots in by index
     assert chain.members == ["t0", "t1", "t2", "t3"] and chain.indexes == [0, 1, 2, 3]
     for tid in ("t0", "t1", "t2", "t3"):
@@ -348,6 +352,7 @@ def test_group_rows_stay_in_step_with_members_through_inserts_and_deletes() -> N
             buf.delete(at)
         expected = np.stack(rows) if rows else np.zeros((0, 4), np.float32)
         assert np.array_equal(buf.view(), expected), step
+        assert len(buf._buf) <= max(16, 4 * len(rows)), "a buffer that shrank gives room back"
 
 
 def test_select_threads_selects_inside_the_runner_up_threads_too(clock: FakeClock) -> None:
@@ -410,17 +415,19 @@ def test_ordered_members_keep_turn_order_sum_and_rows_in_step() -> None:
     vector sum and the stacked rows agree after adds and discards in any order."""
     rng = np.random.default_rng(3)
     vectors = {f"t{i}": noisy(unit(1), rng, 0.5) for i in range(8)}
-    node = OrderedMembers(DIM)
-    for i in (4, 1, 6):
+    node = OrderedMembers(DIM, rows=True)
+    for i in (4, 1, 6, 0, 7, 3):
         node.add(f"t{i}", vectors[f"t{i}"], i)
-    node.rows(vectors)  # built now: later changes must be applied to it
-    for i in (0, 7, 3):
-        node.add(f"t{i}", vectors[f"t{i}"], i)
-    node.discard("t6", vectors["t6"])
-    node.discard("t0", vectors["t0"])
+    node.discard("t6", vectors["t6"], 6)
+    node.discard("t0", vectors["t0"])  # found without its index too
     want = ["t1", "t3", "t4", "t7"]
     assert node.members == want and node.indexes == [1, 3, 4, 7] and len(node) == 4
-    np.testing.assert_allclose(node.rows(vectors), np.stack([vectors[m] for m in want]))
+    np.testing.assert_array_equal(node.rows(), np.stack([vectors[m] for m in want]))
+    assert np.array_equal(node.row(node.position("t4", 4)), vectors["t4"])
+    with pytest.raises(ValueError):
+        node.position("t6", 6)
+    with pytest.raises(ValueError, match="keeps no rows"):
+        OrderedMembers(DIM).rows()
     np.testing.assert_allclose(node.total, np.sum([vectors[m] for m in want], axis=0),
                                atol=1e-6)
 
@@ -446,3 +453,34 @@ def test_tree_exposes_chains_and_clusters_to_selection() -> None:
     assert sorted(tree.chain_lengths()) == [1, 3]
     assert sorted(len(tree.cluster_members(c)) for c in tree.cluster_ids()) == [1, 3]
     assert tree.cluster_members(10_000) == frozenset()
+
+
+def test_the_tree_keeps_one_topic_row_per_stored_turn_through_eviction() -> None:
+    """The summary nodes' rows are the one copy of the topic vectors: after many evictions,
+    moves and splits there is exactly one row per stored turn, equal to its topic vector,
+    and the buffers hold little slack (evicted rows are freed)."""
+    rng = np.random.default_rng(5)
+    centres = [unit(*rng.standard_normal(4)) for _ in range(5)]
+    calls = iter(range(10**6))
+    db = HistoryDatabase(embedder=HashingEmbedder(DIM),
+                         settings=Settings(capacity=120, merge_threshold=1.0),
+                         clock=lambda: float(next(calls)))
+    for i in range(400):
+        c = centres[int(rng.integers(0, 5))]
+        pv = [Passage(text=f"p{i}.{j}", vector=noisy(c, rng, 0.4)) for j in range(2)]
+        db.add("s", f"q{i}", pv, "", query_vector=noisy(c, rng, 0.4))
+    s = db._session("s")
+    tree = s.tree
+    assert len(s.turns) == 120 == len(tree) == len(tree.vectors)
+    nodes = tree._nodes.values()
+    assert sum(len(n.rows()) for n in nodes) == 120
+    for tid, turn in s.turns.items():
+        np.testing.assert_array_equal(tree.vectors[tid], tree.topic(turn))
+    for n in nodes:  # a node that shrank gave back its room
+        assert n._rows is not None and len(n._rows._buf) <= max(16, 4 * len(n))
+    assert s.queries.n_slots <= 121, "evicted query rows are reused, not appended"
+    for cid in tree.cluster_ids():  # read from the nodes' ends: the same as from every member
+        assert tree.latest_members(cid, 7) == heapq.nlargest(
+            7, tree.cluster_members(cid), key=tree.index_of.__getitem__)
+    log = db.store._sessions["s"].log  # type: ignore[attr-defined]
+    assert {e[0] for e in log} == set(range(400 - 64 + 1, 401)), "64 versions of change log"

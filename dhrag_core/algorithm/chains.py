@@ -23,15 +23,14 @@ __all__ = ["Chain", "ChainTracker", "chain_length_stats"]
 
 class Chain(OrderedMembers):
     """One thread: its turns in turn order with their vector sum (``OrderedMembers``), and
-    the latest turn's index and vector (``members[-1]`` is the latest)."""
+    the latest turn's index (``members[-1]`` is the latest)."""
 
-    __slots__ = ("id", "last_index", "last_vector")
+    __slots__ = ("id", "last_index")
 
     def __init__(self, chain_id: int, dimension: int) -> None:
         super().__init__(dimension)
         self.id = chain_id
         self.last_index = -1
-        self.last_vector: Floats | None = None
 
     @property
     def centroid(self) -> Vector:
@@ -64,14 +63,16 @@ class ChainTracker:
 
     def _add(self, chain: Chain, turn_id: str, vector: Vector, index: int) -> None:
         chain.add(turn_id, vector, index)
-        if index >= chain.last_index:
-            chain.last_index, chain.last_vector = index, vector
+        latest = index >= chain.last_index
+        if latest:
+            chain.last_index = index
         self.of[turn_id] = chain.id
-        self._sync(chain)
+        self._sync(chain, vector if latest else None)
 
-    def _sync(self, chain: Chain) -> None:
-        assert chain.last_vector is not None
-        self._lasts.add([chain.id], chain.last_vector)
+    def _sync(self, chain: Chain, latest: Floats | None) -> None:
+        """Update the chain's centroid and latest index, and its latest vector if given."""
+        if latest is not None:
+            self._lasts.add([chain.id], latest)
         self._cents.add([chain.id], chain.centroid)
         slot = self._cents.slot_of(chain.id)
         if self._last_index.size <= slot:
@@ -127,9 +128,10 @@ class ChainTracker:
             self._lasts.remove([cid])
             self._cents.remove([cid])
             return
+        latest = None
         if was_latest:
-            chain.last_index, chain.last_vector = chain.indexes[-1], vectors[chain.members[-1]]
-        self._sync(chain)
+            chain.last_index, latest = chain.indexes[-1], vectors[chain.members[-1]]
+        self._sync(chain, latest)
 
     def window(
         self, chain_id: int, vectors: Mapping[str, Floats], size: int
@@ -138,7 +140,7 @@ class ChainTracker:
         chain = self.chains[chain_id]
         ids = chain.members[-size:]
         # stacked from the tree's one copy of each vector: a window is a few rows
-        return ids, chain.indexes[-size:], np.stack([vectors[m] for m in ids]).astype(np.float32)
+        return ids, chain.indexes[-size:], np.stack([vectors[m] for m in ids], dtype=np.float32)
 
     def relevance(
         self, vector: Vector, matched: Mapping[int, float]

@@ -1,7 +1,8 @@
 """One session's history tree -- topic clusters -> summary nodes -> turns -- and its matching.
 
 Summary nodes are the turns of one cluster that also share a chain (one thread within one
-topic); their vectors are running sums, kept up to date as turns come, go and move.
+topic); their vectors are running sums, kept up to date as turns come, go and move. A summary
+node also holds its turns' topic vectors, stacked: the tree's one copy of each.
 Matching walks the tree top-down and scores only the children of the best nodes, so it
 compares the query with far fewer vectors than a flat scan once the history is large; below
 ``min_tree_turns`` it scans flat.
@@ -10,8 +11,9 @@ compares the query with far fewer vectors than a flat scan once the history is l
 from __future__ import annotations
 
 import bisect
+import heapq
 from collections import defaultdict
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from collections.abc import Set as AbstractSet
 from dataclasses import dataclass
 
@@ -21,7 +23,7 @@ from dhrag_core.algorithm.chains import ChainTracker
 from dhrag_core.algorithm.clustering import TopicClusters
 from dhrag_core.algorithm.members import OrderedMembers
 from dhrag_core.embedding import l2_normalise
-from dhrag_core.records import Compact, Turn, Vector
+from dhrag_core.records import Turn, Vector
 from dhrag_core.settings import Settings
 
 __all__ = ["SessionTree", "SummaryNode", "TreeMatch", "topic_vector"]
@@ -55,6 +57,28 @@ class SummaryNode:
     vector: Vector
 
 
+class _TopicVectors(Mapping[str, Vector]):
+    """Topic vectors by turn id, read from the summary nodes' rows: a value is a view, valid
+    until the tree next changes."""
+
+    def __init__(self, tree: SessionTree) -> None:
+        self._tree = tree
+
+    def __getitem__(self, turn_id: str) -> Vector:
+        tree = self._tree
+        node = tree._nodes[tree._node_of[turn_id]]
+        return node.row(node.position(turn_id, tree.index_of[turn_id]))
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._tree.index_of)
+
+    def __len__(self) -> int:
+        return len(self._tree.index_of)
+
+    def __contains__(self, turn_id: object) -> bool:
+        return turn_id in self._tree._node_of
+
+
 def _top(scores: np.ndarray, k: int) -> np.ndarray:
     """Positions of the ``k`` highest scores, best first (ties: earlier position first)."""
     if scores.size > k:
@@ -85,9 +109,9 @@ class SessionTree:
             min_quality=settings.cluster_min_quality, merge_every=settings.cluster_merge_every,
         )
         self.chains = ChainTracker(dimension, threshold=settings.chain_threshold)
-        self.vectors: dict[str, Compact] = {}
-        """Topic vectors, float16: the one copy per turn (everything computes with exactly
-        these values, as float32)."""
+        self.dimension = dimension
+        self.vectors: Mapping[str, Vector] = _TopicVectors(self)
+        """Topic vectors by turn id (float16 values, as float32): the summary nodes' rows."""
         self.index_of: dict[str, int] = {}
         self.comparisons = 0
         # summary nodes: (cluster id, chain id) -> members in turn order and their vector sum
@@ -95,38 +119,43 @@ class SessionTree:
         self._node_of: dict[str, tuple[int, int]] = {}
         self._cluster_nodes: dict[int, set[tuple[int, int]]] = defaultdict(set)
 
-    def _node_add(self, turn_id: str) -> None:
+    def _node_add(self, turn_id: str, vector: Vector) -> None:
         key = (self.clusters.of[turn_id], self.chains.of[turn_id])
         node = self._nodes.get(key)
         if node is None:
-            node = self._nodes[key] = OrderedMembers(len(self.vectors[turn_id]))
-        node.add(turn_id, self.vectors[turn_id], self.index_of[turn_id])
+            node = self._nodes[key] = OrderedMembers(self.dimension, rows=True)
+        node.add(turn_id, vector, self.index_of[turn_id])
         self._node_of[turn_id] = key
         self._cluster_nodes[key[0]].add(key)
 
-    def _node_remove(self, turn_id: str) -> None:
+    def _node_remove(self, turn_id: str) -> Vector | None:
+        """Take the turn out of its summary node; its topic vector (a copy), None if absent."""
         key = self._node_of.pop(turn_id, None)
         if key is None:
-            return
+            return None
         node = self._nodes[key]
-        node.discard(turn_id, self.vectors[turn_id])
+        index = self.index_of[turn_id]
+        vector: Vector = node.row(node.position(turn_id, index)).copy()
+        node.discard(turn_id, vector, index)
         if not node.members:
             del self._nodes[key]
             self._cluster_nodes[key[0]].discard(key)
+        return vector
 
     def __len__(self) -> int:
-        return len(self.vectors)
+        return len(self.index_of)
 
     def _age(self, turn_id: str) -> int:
         """Turn index (the turn being inserted is newer than every stored one)."""
         return self.index_of.get(turn_id, 1 << 62)
 
-    def topic(self, turn: Turn) -> tuple[Vector, Compact]:
-        """``topic_vector`` with this tree's weights, rounded to float16: (float32, float16)."""
+    def topic(self, turn: Turn) -> Vector:
+        """``topic_vector`` with this tree's weights, rounded to float16 values like a turn's
+        own vectors (kept as float32: the rows are scanned per query)."""
         cfg = self.settings
-        kept = topic_vector(turn, cfg.topic_answer_weight, cfg.topic_passage_weight).astype(
-            np.float16)
-        return kept.astype(np.float32), kept
+        v = topic_vector(turn, cfg.topic_answer_weight, cfg.topic_passage_weight)
+        out: Vector = v.astype(np.float16).astype(np.float32)
+        return out
 
     # -- upkeep -------------------------------------------------------------------------------
 
@@ -134,14 +163,13 @@ class SessionTree:
         """Organise a new turn: (cluster id, chain id, cluster ids of other turns that moved).
 
         ``thread``: the chain the turn's query was judged to continue, if any."""
-        v, kept = self.topic(turn)
+        v = self.topic(turn)
         changed = self.clusters.assign(turn.turn_id, v, self.vectors, self._age)
         chain_id = self.chains.link(turn.turn_id, v, turn.index, thread)
-        self.vectors[turn.turn_id] = kept
         self.index_of[turn.turn_id] = turn.index
         for moved in changed:
-            self._node_remove(moved)
-            self._node_add(moved)
+            old = self._node_remove(moved)
+            self._node_add(moved, v if old is None else old)
         cluster_id = changed.pop(turn.turn_id)
         return cluster_id, chain_id, changed
 
@@ -151,22 +179,18 @@ class SessionTree:
             if t.cluster_id < 0 or t.chain_id < 0:
                 self.insert(t)  # stored without organisation (imported): organise it now
                 continue
-            v, kept = self.topic(t)
-            self.vectors[t.turn_id] = kept
+            v = self.topic(t)
             self.index_of[t.turn_id] = t.index
             self.clusters.restore(t.turn_id, v, t.cluster_id)
             self.chains.restore(t.turn_id, v, t.index, t.chain_id)
-            self._node_add(t.turn_id)
+            self._node_add(t.turn_id, v)
 
     def remove(self, turn_id: str) -> None:
-        kept = self.vectors.get(turn_id)
-        if kept is None:
+        v = self._node_remove(turn_id)
+        if v is None:
             return
-        v = kept.astype(np.float32)
-        self._node_remove(turn_id)
         self.clusters.remove(turn_id, v)
         self.chains.remove(turn_id, v, self.vectors)
-        del self.vectors[turn_id]
         del self.index_of[turn_id]
 
     # -- what selection reads ----------------------------------------------------------------
@@ -202,6 +226,13 @@ class SessionTree:
     def cluster_ids(self) -> list[int]:
         """Ids of the topic clusters, oldest first."""
         return list(self.clusters.clusters)
+
+    def latest_members(self, cluster_id: int, n: int) -> list[str]:
+        """The ``n`` latest turns of a topic cluster, newest first: read from the ends of its
+        summary nodes (each in turn order), not from every member."""
+        tails = (m for key in self._cluster_nodes.get(cluster_id, ())
+                 for m in self._nodes[key].members[-n:])
+        return heapq.nlargest(n, tails, key=self.index_of.__getitem__)
 
     def cluster_members(self, cluster_id: int) -> AbstractSet[str]:
         """The turns of a topic cluster (empty when there is no such cluster)."""
@@ -245,11 +276,11 @@ class SessionTree:
         Flat (``hierarchical=False``, or a tree below ``min_tree_turns``): every turn.
         """
         cfg = self.settings
-        if not self.vectors:
+        if not self.index_of:
             return []
-        if not hierarchical or len(self.vectors) < cfg.min_tree_turns:
-            ids = list(self.vectors)
-            sims = np.stack([self.vectors[i] for i in ids]).astype(np.float32) @ query
+        if not hierarchical or len(self.index_of) < cfg.min_tree_turns:
+            ids = list(self.index_of)
+            sims = np.stack([self.vectors[i] for i in ids]) @ query
             self.comparisons += len(ids)
             order = _top(sims, cfg.tree_turns)
             return [TreeMatch(ids[i], float(sims[i]), self.clusters.of.get(ids[i], -1), None)
@@ -268,7 +299,7 @@ class SessionTree:
         for n, node in enumerate(best_nodes):
             members = self._nodes[(node.cluster_id, node.chain_id)]
             ids = members.members
-            parts.append(members.rows(self.vectors) @ query)
+            parts.append(members.rows() @ query)
             found.extend(ids)
             owner.append(np.full(len(ids), n))
         sims = np.concatenate(parts)

@@ -1,4 +1,5 @@
-"""Turns of one tree node in turn order, with their running vector sum and stacked vectors.
+"""Turns of one tree node in turn order, with their running vector sum (and, for a summary
+node, their vectors: the one copy the tree keeps).
 
 A chain (thread) and a summary node are both such a node: their latest member and member
 order matter, and their mean vector is matched against queries.
@@ -7,28 +8,27 @@ order matter, and their mean vector is matched against queries.
 from __future__ import annotations
 
 import bisect
-from collections.abc import Mapping
 
 import numpy as np
 
 from dhrag_core.index import RowBuffer
-from dhrag_core.records import Floats
+from dhrag_core.records import Floats, Vector
 
 __all__ = ["OrderedMembers"]
 
 
 class OrderedMembers:
-    """Member turn ids sorted by turn index (``members[-1]`` is the latest), the running sum of
-    their vectors, and their vectors stacked in member order -- built on first use (``rows``),
-    then kept in step with every add and discard."""
+    """Member turn ids sorted by turn index (``members[-1]`` is the latest) and the running
+    sum of their vectors; with ``rows=True`` also their vectors, stacked in member order and
+    kept in step with every add and discard (``rows``, ``row``)."""
 
     __slots__ = ("_rows", "indexes", "members", "total")
 
-    def __init__(self, dimension: int) -> None:
+    def __init__(self, dimension: int, rows: bool = False) -> None:
         self.members: list[str] = []
         self.indexes: list[int] = []
         self.total = np.zeros(dimension, dtype=np.float64)
-        self._rows: RowBuffer | None = None
+        self._rows = RowBuffer(np.zeros((0, dimension), dtype=np.float32)) if rows else None
 
     def __len__(self) -> int:
         return len(self.members)
@@ -41,15 +41,29 @@ class OrderedMembers:
             self._rows.insert(at, vector)
         self.total = self.total + vector.astype(np.float64)
 
-    def discard(self, turn_id: str, vector: Floats) -> None:
-        at = self.members.index(turn_id)
+    def position(self, turn_id: str, index: int | None = None) -> int:
+        """Where ``turn_id`` (of turn ``index``, if known: found by bisection) is; ValueError
+        when it is not a member."""
+        if index is not None:
+            at = bisect.bisect_left(self.indexes, index)
+            if at < len(self.members) and self.members[at] == turn_id:
+                return at
+        return self.members.index(turn_id)
+
+    def discard(self, turn_id: str, vector: Floats, index: int | None = None) -> None:
+        at = self.position(turn_id, index)
         del self.members[at], self.indexes[at]
         if self._rows is not None:
             self._rows.delete(at)
         self.total = self.total - vector.astype(np.float64)
 
-    def rows(self, vectors: Mapping[str, Floats]) -> np.ndarray:
-        """The members' vectors stacked in member order (``vectors``: every member's)."""
+    def rows(self) -> Vector:
+        """The members' vectors stacked in member order (a view, valid until the next change)."""
         if self._rows is None:
-            self._rows = RowBuffer(np.stack([vectors[m] for m in self.members]))
+            raise ValueError("this node keeps no rows (OrderedMembers(rows=True) does)")
         return self._rows.view()
+
+    def row(self, at: int) -> Vector:
+        """The vector of the member at position ``at`` (a view, valid until the next change)."""
+        out: Vector = self.rows()[at]
+        return out

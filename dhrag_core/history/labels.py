@@ -3,7 +3,6 @@ cached in the session state so a long session does not recompute them on every q
 
 from __future__ import annotations
 
-import heapq
 from collections.abc import Set as AbstractSet
 
 from dhrag_core.algorithm.clustering import keyword_labels
@@ -49,8 +48,7 @@ def cluster_labels(s: SessionState, cluster_ids: AbstractSet[int],
         others = [c for c in tree.cluster_ids() if c not in stale][:4]
         groups: dict[int, list[str]] = {}
         for cid in [*stale, *others]:
-            members = heapq.nlargest(sample, tree.cluster_members(cid),
-                                     key=tree.index_of.__getitem__)
+            members = tree.latest_members(cid, sample)
             groups[cid] = [f"{s.turns[m].query} {s.turns[m].response}" for m in members]
         for cid, label in keyword_labels(groups).items():
             if cid in stale:

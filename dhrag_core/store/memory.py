@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import bisect
 import threading
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -19,6 +20,10 @@ from dhrag_core.store.base import (
 )
 
 __all__ = ["MemoryStore"]
+
+
+def _version(entry: tuple[int, str, int]) -> int:
+    return entry[0]
 
 
 @dataclass
@@ -71,7 +76,8 @@ class MemoryStore:
                 s.turns.pop(turn_id, None)
             s.version += 1
             v = s.version
-            s.log = [e for e in s.log if e[0] > v - LOG_KEEP]
+            # the log is in version order: drop its head older than LOG_KEEP versions
+            del s.log[: bisect.bisect_right(s.log, v - LOG_KEEP, key=_version)]
             s.log += [(v, t.turn_id, UPSERT) for t in upsert]
             s.log += [(v, tid, DELETE) for tid in delete]
             s.log.append((v, "", MARK))
