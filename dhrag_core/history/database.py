@@ -190,7 +190,8 @@ class HistoryDatabase:
         """``select`` inside each of the ``n`` threads the query most likely continues.
 
         The first list is ``select``'s (inside T*); the others select the same way inside the
-        runner-up threads, best first, so a caller can hedge when the thread is uncertain.
+        runner-up threads whose relevance is within ``Settings.hedge_margin`` of T*'s, best
+        first, so a caller can hedge when the thread is uncertain.
         Without chains (``use_chains=False``) or history there is one list.
         """
         check_session_id(session_id)

@@ -38,7 +38,8 @@ class Selector:
         self, s: SessionState, qv: Vector, n: int, clock: Clock
     ) -> list[list[SelectedTurn]]:
         """The selection inside each of the ``n`` threads the query most likely continues, T*
-        first; one list without chains (``use_chains=False``) or history."""
+        first, runner-ups only within ``hedge_margin`` of T*'s relevance; one list without
+        chains (``use_chains=False``) or history."""
         if not s.turns:
             return [[]]
         if not self.settings.use_chains:
