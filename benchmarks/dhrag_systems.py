@@ -174,6 +174,10 @@ def _register() -> None:
         "dhrag-hedge-always",
         lambda ctx: DHRAGSystem("dhrag-hedge-always", ctx, Settings(hedge_margin=None)),
         description="DH-RAG searching the runner-up threads however far below T* they are")
+    register_system(
+        "dhrag-no-clarity-gate",
+        lambda ctx: DHRAGSystem("dhrag-no-clarity-gate", ctx, Settings(clarity_threshold=None)),
+        description="DH-RAG expanding every query, also those clear on their own")
 
 
 _register()

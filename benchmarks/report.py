@@ -117,7 +117,8 @@ def _focus(result: RunResult) -> dict[str, Any] | None:
             for label, keep in subsets:
                 a = [s.values[metric] for s in focus.scores if keep(s)]
                 b = [s.values[metric] for s in other.scores if keep(s)]
-                row[f"{metric}_{label}_delta"] = float(np.mean(a) - np.mean(b))
+                row[f"{metric}_{label}_delta"] = (
+                    float(np.mean(a) - np.mean(b)) if a and b else float("nan"))
                 row[f"{metric}_{label}_p"] = _p_value(focus, other, metric, keep)
         rows.append(row)
     return {"system": FOCUS, "subsets": [label for label, _ in subsets], "rows": rows}

@@ -23,7 +23,7 @@ import numpy as np
 
 from benchmarks.replay import System
 from benchmarks.sparse import BM25Index
-from dhrag_core import Embedder, FaissKnowledgeBase, Passage, l2_normalise
+from dhrag_core import Embedder, FaissKnowledgeBase, Passage, Settings, l2_normalise
 from dhrag_core.records import Vector
 
 __all__ = [
@@ -38,6 +38,7 @@ __all__ = [
     "SystemSpec",
     "answer_interpolation",
     "build_systems",
+    "clarity_gated",
     "embedded",
     "interpolate",
     "interpolation",
@@ -238,6 +239,19 @@ def answer_interpolation(w_prev: float, w_first: float, w_answer: float) -> Vect
     return build
 
 
+def clarity_gated(kb: FaissKnowledgeBase, build: VectorBuilder, threshold: float) -> VectorBuilder:
+    """``build``, except that a question whose own best passage has a cosine of at least
+    ``threshold`` is searched as is: dhrag's clarity gate (``Settings.clarity_threshold``)
+    given to a baseline, so that the gate's gain is not credited to the history organisation."""
+    def gated(memory: Memory, question: str, enc: QueryEncoder) -> Vector:
+        own = enc(question)
+        best = kb.search_vectors(own[None, :], 1)[0]
+        if best and best[0].vector is not None and float(best[0].vector @ own) >= threshold:
+            return own
+        return build(memory, question, enc)
+    return gated
+
+
 @dataclass(frozen=True)
 class BenchContext:
     """What a system factory may use.
@@ -319,9 +333,13 @@ def build_systems(patterns: Iterable[str], ctx: BenchContext) -> list[System]:
     return [REGISTRY[name].factory(ctx) for name in resolve_names(patterns)]
 
 
-def _answer_aware(name: str, build: VectorBuilder) -> SystemFactory:
+def _answer_aware(name: str, build: VectorBuilder, gate: bool = False) -> SystemFactory:
     def factory(ctx: BenchContext) -> System:
-        system = DenseSystem(name, ctx.kb, build)
+        threshold = Settings().clarity_threshold
+        chosen = build
+        if gate and threshold is not None:
+            chosen = clarity_gated(ctx.kb, build, threshold)
+        system = DenseSystem(name, ctx.kb, chosen)
         system.encoder = ctx.answer_encoder
         return system
     return factory
@@ -357,6 +375,14 @@ def _register_baselines() -> None:
                     name, _answer_aware(name, answer_interpolation(w_prev, w_first, w_ans)),
                     description=f"question + {w_prev:g} x previous + {w_first:g} x first "
                                 f"+ {w_ans:g} x previous answer")
+                if Settings().clarity_threshold is None:
+                    continue
+                register_system(
+                    f"{name}-gated",
+                    _answer_aware(f"{name}-gated", answer_interpolation(w_prev, w_first, w_ans),
+                                  gate=True),
+                    description=f"{name}, and a question clear on its own searched as is "
+                                "(dhrag's clarity gate)")
     register_system(
         "rewrite-ref",
         lambda ctx: DenseSystem("rewrite-ref", ctx.kb, embedded(reference_text(ctx.references)),

@@ -145,7 +145,7 @@ def main() -> None:
                  s.values["MRR@10"]) for s in scores)
         for label, scores in per_label.items():
             row[label] = round(float(np.mean([s.values["MRR@10"] for s in scores])), 4)
-            for kind in ("continue", "return"):
+            for kind in ("first", "continue", "return"):
                 sub = [s.values["MRR@10"] for s in scores if s.tags.get("kind") == kind]
                 if sub:
                     row[f"{label} {kind}"] = round(float(np.mean(sub)), 4)

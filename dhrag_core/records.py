@@ -193,6 +193,10 @@ class Selection:
     search_vectors: tuple[Vector, ...] = field(default=(), repr=False, compare=False)
     """Every query vector the knowledge base was searched with, ``search_vector`` first (the
     runner-up threads' expanded queries and the raw query follow; ``Settings.thread_variants``)."""
+    clarity: float | None = field(default=None, compare=False)
+    """The raw query's best cosine to the knowledge-base candidates, when the clarity gate is on
+    (``Settings.clarity_threshold``); at or above the threshold the context is ranked by the raw
+    query alone."""
 
     @property
     def passages(self) -> list[Passage]:

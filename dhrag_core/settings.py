@@ -86,6 +86,10 @@ class Settings:
             within this of T*'s (a clear choice is not hedged); ``None``: always.
         search_raw_query: The raw query is searched too, as one more of those queries (a new
             topic, which no thread continues, keeps its own ranking; by text: it re-ranks).
+        clarity_threshold: A query the knowledge base answers clearly on its own -- the best
+            cosine of the raw query to a passage found (by the expanded queries) at least
+            this -- is ranked by the raw query alone: history expands only queries that need
+            it. In the embedder's cosine scale (chosen for MiniLM); ``None``: always expanded.
         use_clustering: Match through topic clusters (off: every summary node is scored).
         use_hierarchy: Beam search cluster -> summary -> turn (off: scan every turn).
         use_chains: Select inside the thread T* with thread-local recency (off: select over
@@ -139,6 +143,7 @@ class Settings:
     thread_variants: int = 3
     hedge_margin: float | None = 0.25
     search_raw_query: bool = False
+    clarity_threshold: float | None = 0.66
     use_clustering: bool = True
     use_hierarchy: bool = True
     use_chains: bool = True
@@ -177,7 +182,7 @@ class Settings:
         _check_range("thread_half_life", self.thread_half_life, 1e-9, math.inf)
         if self.hedge_margin is not None:
             _check_range("hedge_margin", self.hedge_margin, 0.0, 2.0)
-        for name in ("thread_link", "thread_switch"):
+        for name in ("thread_link", "thread_switch", "clarity_threshold"):
             if getattr(self, name) is not None:
                 _check_range(name, getattr(self, name), -1.0, 1.0)
         _check_range("temperature", self.temperature, 1e-6, 100.0)

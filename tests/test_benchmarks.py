@@ -42,7 +42,11 @@ from benchmarks.sparse import BM25Index
 from benchmarks.systems import (
     REGISTRY,
     BenchContext,
+    Memory,
+    QueryEncoder,
+    answer_interpolation,
     build_systems,
+    clarity_gated,
     interpolate,
     join_last_n,
     register_system,
@@ -678,3 +682,19 @@ def test_answer_variants_store_the_answer_vector_they_name() -> None:
                                atol=1e-3)  # turns keep float16
     np.testing.assert_allclose(stored["top"].response_vector,
                                stored["top"].passage_vectors[0], atol=1e-3)
+
+
+def test_the_clarity_gated_baseline_searches_a_clear_question_as_is() -> None:
+    emb = HashingEmbedder()
+    kb = FaissKnowledgeBase([Passage("Guinea pigs live five to seven years.", id="g"),
+                             Passage("Bonds pay coupons until maturity.", id="b")], emb)
+    memory = Memory("c", [("What do bonds pay?", "Coupons until maturity.")])
+    build = answer_interpolation(0.2, 0.2, 0.3)
+    gated = clarity_gated(kb, build, 0.9)
+    enc = QueryEncoder(emb)
+    clear = "Guinea pigs live five to seven years."
+    assert np.allclose(gated(memory, clear, enc), enc(clear))
+    assert not np.allclose(build(memory, clear, enc), enc(clear))
+    vague = "And how long?"
+    assert np.allclose(gated(memory, vague, enc), build(memory, vague, enc))
+    assert not np.allclose(gated(memory, vague, enc), enc(vague))

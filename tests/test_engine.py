@@ -447,3 +447,48 @@ def test_aselect_awaits_the_async_members() -> None:
 
     asyncio.run(main())
     assert parts.calls == ["arewrite", "asearch_vectors"]
+
+
+class _RowCounter:
+    """A vector knowledge base that records how many query rows each search had."""
+
+    def __init__(self, inner: FaissKnowledgeBase) -> None:
+        self.inner, self.rows = inner, list[int]()
+
+    def search(self, query: str, k: int) -> list[Passage]:
+        return self.inner.search(query, k)
+
+    def search_vectors(self, vectors: np.ndarray, k: int) -> list[list[Passage]]:
+        self.rows.append(len(vectors))
+        return self.inner.search_vectors(vectors, k)
+
+
+def test_the_clarity_gate_ranks_a_clear_query_by_itself_and_expands_the_others() -> None:
+    emb = HashingEmbedder()
+    clear = "Guinea pigs are popular pets and live five to seven years."  # a passage verbatim
+
+    def engine(threshold: float | None) -> tuple[DHRAG, _RowCounter]:
+        kb = _RowCounter(FaissKnowledgeBase(KB, emb))
+        rag = DHRAG(kb, embedder=emb, settings=Settings(clarity_threshold=threshold,
+                                                         thread_variants=1))
+        rag.record("u", "What is the Great Wall of China built of?", "Stone, brick and earth.")
+        return rag, kb
+
+    gated, kb = engine(0.9)
+    sel = gated.select("u", clear)
+    qv = emb.encode([clear])[0]
+    assert kb.rows == [1], "no further search: the expanded query's candidates"
+    assert sel.clarity == pytest.approx(1.0, abs=1e-5)
+    assert len(sel.search_vectors) == 1 and np.allclose(sel.search_vector, qv)
+    raw = FaissKnowledgeBase(KB, emb).search_vectors(qv[None, :], 10)[0]
+    assert [c.passage.id for c in sel.context] == [p.id for p in raw]
+    assert sel.history, "the history is still selected; it only does not move the search"
+
+    vague = gated.select("u", "How long is it?")
+    assert vague.clarity is not None and vague.clarity < 0.9
+    assert not np.allclose(vague.search_vector, emb.encode(["How long is it?"])[0])
+
+    ungated, kb = engine(None)
+    sel = ungated.select("u", clear)
+    assert sel.clarity is None
+    assert not np.allclose(sel.search_vector, qv), "without the gate the query is expanded"

@@ -14,7 +14,7 @@ import threading
 import time
 from collections import OrderedDict
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 
@@ -266,12 +266,25 @@ class DHRAG:
         with timer("encode_s"):
             vectors = self._passage_vectors(kb)
         with timer("integrate_s"):
+            clarity = self._clarity(qv, vectors)
+            if clarity is not None and clarity >= cast(float, self.settings.clarity_threshold):
+                search = qv[None, :]
             context = self._context(search, history, kb, vectors, k)
         return Selection(
             session_id=session_id, query=query, rewritten_query=rewrite.text,
             history=tuple(history), context=tuple(context), query_vector=qv,
             search_vector=search[0], search_vectors=tuple(search), timings=dict(timer),
+            clarity=clarity,
         )
+
+    def _clarity(self, qv: Vector, vectors: Sequence[Vector]) -> float | None:
+        """The raw query's best cosine to the knowledge-base candidates found for the expanded
+        queries (or the rewritten text), when the clarity gate is on: no further search; a
+        clear query's own best passages are near its expansion's."""
+        cfg = self.settings
+        if cfg.clarity_threshold is None or not cfg.use_rewrite or not vectors:
+            return None
+        return float((np.stack(vectors).astype(np.float32, copy=False) @ qv).max())
 
     def _context(
         self, search: Vector, history: Sequence[SelectedTurn], kb: Sequence[Passage],
