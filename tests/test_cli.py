@@ -36,6 +36,8 @@ def test_demo_runs_offline_and_completes_follow_ups(tmp_path: Path) -> None:
     assert "reconstructed query: How long is " in follow_up
     assert "wall" in follow_up.split("reconstructed query:")[1].split("\n")[0].lower()
     assert "[Great Wall of China]" in follow_up.split("context:")[1]
+    assert "clear on its own" not in follow_up
+    assert "clear on its own" in turns[6], "When did the Berlin Wall come down?"
     assert "Top passage per turn" in out and db.exists()
 
 

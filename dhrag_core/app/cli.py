@@ -46,6 +46,11 @@ def _print_turn(out: TextIO, n: int, sel: Selection, answer: str) -> None:
             out.write(f"      {describe_selected(h, query_chars=50, digits=2)}\n")
     else:
         out.write("    history selected: (none)\n")
+    threshold = Settings().clarity_threshold
+    if sel.history and sel.clarity is not None and threshold is not None \
+            and sel.clarity >= threshold:
+        out.write(f"    clear on its own (best passage {sel.clarity:.2f} >= {threshold:g}): "
+                  "ranked by the question alone\n")
     out.write("    context:\n")
     for c in sel.context[:3]:
         out.write(f"      w={c.weight:.2f} {c.source:<7} [{c.passage.title}] "
