@@ -3,12 +3,14 @@
 Measures the history work alone -- ``select`` (hierarchical matching, chain tracking, weights)
 then ``add`` (weights, eviction, clustering, chains) -- with vectors given, so no embedding
 call is timed, and the session full, so every ``add`` also evicts. Each size runs in its own
-process, with MiniLM loaded first (``--no-model``: not), so peak RSS is that size's own with the
-model. A fair naive baseline (the same update rule over preallocated matrices: one
-matrix-vector product, ``argpartition`` for the top 5, eviction by overwriting a row; no
-organisation) runs the same turns in a process of its own.
+process, with MiniLM loaded first (``--embedder numpy``: the torch-free NumPy one;
+``--no-model``: none), so peak RSS is that size's own with the model. A fair naive baseline
+(the same update rule over preallocated matrices: one matrix-vector product,
+``argpartition`` for the top 5, eviction by overwriting a row; no organisation) runs the
+same turns in a process of its own.
 
     python -m benchmarks.history_micro [--sizes 1000 10000 100000] [--turns 300]
+    python -m benchmarks.history_micro --embedder numpy   # peak RSS without torch
 
 ``--backends memory sqlite postgres`` times the same work on each store (default sizes 1k and
 10k) with the ratio to memory; PostgreSQL uses ``--dsn`` / ``$DHRAG_POSTGRES_DSN``, or else
@@ -119,21 +121,22 @@ def _naive(n: int, turns: int, rng: np.random.Generator, centres: np.ndarray) ->
     return times
 
 
-def _load_model() -> float:
-    """Load the real MiniLM (what a deployment has in memory) and encode once; RSS MiB after."""
+def _load_model(embedder: str = "torch") -> float:
+    """Load the real MiniLM (what a deployment has in memory) and encode once; RSS MiB after.
+    ``embedder``: ``torch`` (``MiniLMEmbedder``) or ``numpy`` (``NumpyMiniLMEmbedder``)."""
+    from benchmarks.numpy_embedder import make_embedder
     from benchmarks.runner import current_rss_mib
-    from dhrag_core import MiniLMEmbedder
 
-    MiniLMEmbedder().encode(["load the model"])
+    make_embedder(embedder).encode(["load the model"])
     return current_rss_mib() or 0.0
 
 
-def run_naive(n: int, turns: int, model: bool = True) -> dict[str, Any]:
+def run_naive(n: int, turns: int, model: bool = True, embedder: str = "torch") -> dict[str, Any]:
     """The fair naive baseline alone, in its own process (its peak RSS is its own)."""
     rng = np.random.default_rng(1)
     centres = np.random.default_rng(0).standard_normal((40, DIM))
     if model:
-        _load_model()
+        _load_model(embedder)
     naive = np.asarray(_naive(n, turns, rng, centres))
     ms = lambda p: float(np.percentile(naive, p) * 1e3)  # noqa: E731
     return {"naive_turn_p50_ms": ms(50), "naive_turn_p95_ms": ms(95),
@@ -151,7 +154,7 @@ def _open_store(backend: str, dsn: str | None, folder: str) -> Any:
 
 
 def run_size(n: int, turns: int, backend: str = "memory", dsn: str | None = None,
-             workers: int = 1, model: bool = False) -> dict[str, Any]:
+             workers: int = 1, model: bool = False, embedder: str = "torch") -> dict[str, Any]:
     """Times select + add per turn at ``n`` stored triples; with ``workers`` > 1 the turns go
     round-robin to that many databases on one store (processes behind a load balancer: each
     turn first catches up with the others' writes)."""
@@ -159,7 +162,7 @@ def run_size(n: int, turns: int, backend: str = "memory", dsn: str | None = None
 
     from dhrag_core import HistoryDatabase, Passage, Settings
 
-    model_mib = _load_model() if model else None
+    model_mib = _load_model(embedder) if model else None
     rng = np.random.default_rng(0)
     centres = rng.standard_normal((40, DIM))
     folder = tempfile.mkdtemp(prefix="dhrag-micro-")
@@ -208,6 +211,7 @@ def run_size(n: int, turns: int, backend: str = "memory", dsn: str | None = None
         "add_p50_ms": ms(add_t, 50), "search_p50_ms": ms(search_t, 50),
         "turn_p50_ms": ms(total, 50), "turn_p95_ms": ms(total, 95),
         "peak_rss_mib": peak_mib, "model_rss_mib": model_mib,
+        "embedder": embedder if model else None,
     }
 
 
@@ -248,15 +252,19 @@ def main(argv: list[str] | None = None) -> None:
                     help="databases on one store taking turns round-robin (default 1)")
     ap.add_argument("--no-model", dest="model", action="store_false",
                     help="do not load MiniLM first (peak RSS then excludes the model)")
+    ap.add_argument("--embedder", choices=["torch", "numpy"], default="torch",
+                    help="the model loaded first: MiniLMEmbedder (torch, default) or "
+                         "NumpyMiniLMEmbedder (the same vectors without torch)")
     ap.add_argument("--json", help="also write the figures to this file")
     ap.add_argument("--plot", help="also plot time per turn vs history size (memory) to this PNG")
     args = ap.parse_args(argv)
     if args.one and args.naive:
-        print(json.dumps(run_naive(args.one, args.turns, args.model)))
+        print(json.dumps(run_naive(args.one, args.turns, args.model, args.embedder)))
         return
     if args.one:
         print(json.dumps(run_size(args.one, args.turns, args.backend, args.dsn,
-                                  workers=args.workers, model=args.model)))
+                                  workers=args.workers, model=args.model,
+                                  embedder=args.embedder)))
         return
     several = args.backends != ["memory"]
     sizes = args.sizes or ([1_000, 10_000] if several else [1_000, 10_000, 100_000])
@@ -267,7 +275,7 @@ def main(argv: list[str] | None = None) -> None:
 
         server = TempPostgres()
         dsn = server.start()
-    model = [] if args.model else ["--no-model"]
+    model = ["--embedder", args.embedder] if args.model else ["--no-model"]
     rows = []
     try:
         for n in sizes:
@@ -312,8 +320,9 @@ def _print_memory(rows: list[dict[str, Any]]) -> None:
               f"| {r['naive_turn_p50_ms']:.3f} | {r['naive_turn_p95_ms']:.3f} "
               f"| {r['naive_peak_rss_mib']:.0f} | {r['speedup_vs_naive']:.2f}x |")
     if rows and rows[0].get("model_rss_mib") is not None:
-        print(f"(both with MiniLM loaded first: {rows[0]['model_rss_mib']:.0f} MiB RSS after "
-              "loading it)")
+        name = {"torch": "MiniLMEmbedder", "numpy": "NumpyMiniLMEmbedder"}[rows[0]["embedder"]]
+        print(f"(both with MiniLM loaded first, {name}: {rows[0]['model_rss_mib']:.0f} MiB RSS "
+              "after loading it)")
 
 
 if __name__ == "__main__":

@@ -16,6 +16,7 @@ from dhrag_core.index import VectorIndex
 from dhrag_core.knowledge.base import FaissKnowledgeBase, KnowledgeBase
 from dhrag_core.knowledge.ingest import load_kb, load_passages
 from dhrag_core.llm import LLM, LLMError, OpenAICompatibleLLM
+from dhrag_core.numpy_minilm import NumpyMiniLMEmbedder
 from dhrag_core.pipeline.engine import DHRAG
 from dhrag_core.records import (
     ContextItem,
@@ -61,6 +62,7 @@ __all__ = [
     "LightRewriter",
     "MemoryStore",
     "MiniLMEmbedder",
+    "NumpyMiniLMEmbedder",
     "OpenAICompatibleLLM",
     "Passage",
     "PostgresStore",

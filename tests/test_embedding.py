@@ -74,3 +74,57 @@ def test_function_embedder_probes_lazily_and_checks_rows() -> None:
         FunctionEmbedder(embed, dimension=0)
     with pytest.raises(TypeError, match="callable"):
         FunctionEmbedder("not a function")  # type: ignore[arg-type]
+
+
+def _real_texts() -> tuple[list[str], list[str]]:
+    """MTRAG questions and answers of the fixture, and 40 of the demo knowledge base's
+    passages (the longest 10 among them)."""
+    import json
+    from pathlib import Path
+
+    import dhrag_core
+
+    fixture = Path(__file__).parent / "fixtures" / "mtrag_two_topics.json"
+    turns = [t for topic in json.loads(fixture.read_text()).values() if isinstance(topic, list)
+             for t in topic]
+    kb = Path(dhrag_core.__file__).parent / "data" / "demo_kb.jsonl"
+    passages = [json.loads(line)["text"] for line in kb.read_text().splitlines()]
+    passages = passages[:30] + sorted(passages[30:], key=len)[-10:]
+    return [t["question"] for t in turns], [t["answer"] for t in turns] + passages
+
+
+@pytest.mark.model
+def test_numpy_minilm_gives_the_vectors_of_minilm() -> None:
+    from dhrag_core import NumpyMiniLMEmbedder
+
+    queries, passages = _real_texts()
+    passages.append(" ".join(passages[:6]))  # longer than 256 tokens: truncated alike
+    e = NumpyMiniLMEmbedder(batch_size=16)
+    assert not e.loaded, "nothing loads at construction"
+    assert isinstance(e, Embedder)
+    for items in (queries, passages):
+        ours, theirs = e.encode(items), MiniLMEmbedder().encode(items)
+        assert ours.shape == theirs.shape and ours.dtype == np.float32
+        assert float((ours * theirs).sum(axis=1).min()) >= 0.9999
+    assert e.loaded
+    # one at a time (no padding) gives what a padded batch gives
+    np.testing.assert_allclose(e.encode([queries[3]])[0], e.encode(queries)[3], atol=1e-5)
+    assert e.encode([]).shape == (0, 384)
+    assert np.linalg.norm(e.encode([""])[0]) == pytest.approx(1.0, abs=1e-5)
+
+
+@pytest.mark.parametrize("bad", ["one string", [1, 2], [None]])
+def test_numpy_minilm_rejects_non_text(bad: object) -> None:
+    from dhrag_core import NumpyMiniLMEmbedder
+
+    with pytest.raises(TypeError, match="texts"):
+        NumpyMiniLMEmbedder().encode(bad)  # type: ignore[arg-type]
+
+
+def test_numpy_minilm_reports_missing_weights_and_bad_options() -> None:
+    from dhrag_core import NumpyMiniLMEmbedder
+
+    with pytest.raises(RuntimeError, match="weights are missing"):
+        NumpyMiniLMEmbedder(model_path="/nonexistent/model").encode(["hello"])
+    with pytest.raises(ValueError, match="batch_size"):
+        NumpyMiniLMEmbedder(batch_size=0)

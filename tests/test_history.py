@@ -476,3 +476,50 @@ def test_records_are_slotted_share_empty_metadata_and_pickle() -> None:
     assert pickle.loads(pickle.dumps(kept)) == kept
     with pytest.raises(KeyError):
         NO_METADATA["k"]
+
+
+class _GivenVectors:
+    dimension = 16
+
+    def encode(self, texts: list[str]) -> np.ndarray:
+        raise AssertionError("every vector is given")
+
+
+@pytest.mark.parametrize("shift, half_life", [(0.0, 3.0), (0.4, 3.0), (0.4, 2_000.0)])
+def test_large_session_evicts_what_weighing_every_turn_evicts(
+    shift: float, half_life: float
+) -> None:
+    """From 4,096 turns eviction weighs only the turns whose similarity leaves them a chance;
+    it must evict the same turn as eq. 13 over every turn (ties at weight 0: the older;
+    similarities all positive; recency alive for most turns)."""
+    from dhrag_core import MemoryStore
+
+    rng = np.random.default_rng(7)
+
+    def unit(n: int) -> np.ndarray:
+        v = rng.standard_normal((n, 16)).astype(np.float32) + shift
+        return (v / np.linalg.norm(v, axis=1, keepdims=True)).astype(np.float32)
+
+    n = 4_200
+    store = MemoryStore()
+    seeded = unit(n)
+    store.apply("s", upsert=[
+        Turn(session_id="s", turn_id=f"t{i}", index=i, query=f"q{i}", passages=(),
+             response="", timestamp=float(i), query_vector=seeded[i], response_vector=None,
+             passage_vectors=np.zeros((0, 16), dtype=np.float16))
+        for i in range(n)])
+    now = iter(range(n, 2 * n))
+    s = Settings(capacity=n, half_life_turns=half_life, merge_threshold=1.0)
+    db = HistoryDatabase(embedder=_GivenVectors(), store=store, settings=s,
+                         clock=lambda: float(next(now)))
+    for qv in unit(25):
+        before = db.turns("s")
+        stamp = float(before[-1].timestamp + 1)
+        sims = np.stack([t.query_vector for t in before]).astype(np.float32) @ qv
+        rec = scoring.recency([before[-1].index + 1 - t.index for t in before],
+                              half_life, [stamp - t.timestamp for t in before],
+                              s.half_life_seconds)
+        w = scoring.combined_weight(scoring.relevance(sims), rec, s.alpha)
+        expected = before[int(scoring.lowest_weights(w, 1, age=[t.index for t in before])[0])]
+        r = db.add("s", "q", [], "", query_vector=qv, timestamp=stamp)
+        assert r.evicted == (expected.turn_id,)

@@ -29,7 +29,8 @@ def test_settings_have_a_name_beside_llamaindex_settings() -> None:
 def test_import_loads_no_model_and_no_framework() -> None:
     code = (
         "import sys, dhrag_core\n"
-        "heavy = {'torch', 'sentence_transformers', 'langchain_core', 'llama_index'}\n"
+        "heavy = {'torch', 'sentence_transformers', 'langchain_core', 'llama_index',"
+        " 'tokenizers', 'safetensors'}\n"
         "print(sorted(heavy & set(sys.modules)))\n"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)

@@ -484,3 +484,20 @@ def test_the_tree_keeps_one_topic_row_per_stored_turn_through_eviction() -> None
             7, tree.cluster_members(cid), key=tree.index_of.__getitem__)
     log = db.store._sessions["s"].log  # type: ignore[attr-defined]
     assert {e[0] for e in log} == set(range(400 - 64 + 1, 401)), "64 versions of change log"
+
+
+def test_inner_products_match_numpy_and_check_shapes() -> None:
+    from dhrag_core.index import inner_products
+
+    rng = np.random.default_rng(5)
+    rows = rng.standard_normal((1003, 384)).astype(np.float32)
+    q = rng.standard_normal(384).astype(np.float32)
+    np.testing.assert_allclose(inner_products(rows, q), rows @ q, rtol=0, atol=1e-4)
+    # a non-contiguous view and float64 input are converted, not misread
+    np.testing.assert_allclose(inner_products(rows[::2], q.astype(np.float64)),
+                               rows[::2] @ q, rtol=0, atol=1e-4)
+    # a row's product does not depend on where it sits
+    assert inner_products(rows[7:8], q)[0] == inner_products(rows, q)[7]
+    assert inner_products(rows[:0], q).shape == (0,)
+    with pytest.raises(ValueError, match="shape"):
+        inner_products(rows, q[:10])

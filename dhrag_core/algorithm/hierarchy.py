@@ -23,6 +23,7 @@ from dhrag_core.algorithm.chains import ChainTracker
 from dhrag_core.algorithm.clustering import TopicClusters
 from dhrag_core.algorithm.members import OrderedMembers
 from dhrag_core.embedding import l2_normalise
+from dhrag_core.index import inner_products
 from dhrag_core.records import Turn, Vector
 from dhrag_core.settings import Settings
 
@@ -299,7 +300,7 @@ class SessionTree:
         for n, node in enumerate(best_nodes):
             members = self._nodes[(node.cluster_id, node.chain_id)]
             ids = members.members
-            parts.append(members.rows() @ query)
+            parts.append(inner_products(members.rows(), query))
             found.extend(ids)
             owner.append(np.full(len(ids), n))
         sims = np.concatenate(parts)

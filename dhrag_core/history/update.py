@@ -31,6 +31,8 @@ __all__ = ["AddResult", "UpdateRule", "rank_by_weight", "weights"]
 
 log = logging.getLogger(__name__)
 
+_PRUNE_FROM = 4096  # stored turns from which eviction weighs only the turns that may go
+
 
 @dataclass(frozen=True)
 class AddResult:
@@ -178,9 +180,47 @@ class UpdateRule:
         """The ``n`` turns of lowest weight (never ``protect``, the turn being written)."""
         if n <= 0:
             return []
-        _, _, weight = weights(s, self.settings, slots, sims, index, now)
-        if protect in s.queries:
-            weight[slots == s.queries.slot_of(protect)] = np.inf
-        # equal weights evict the older turn (by turn index: slots are reused)
-        drop = scoring.lowest_weights(weight, n, age=s.slot_index[slots])
+        protected = s.queries.slot_of(protect) if protect in s.queries else None
+        drop = self._lowest_one(s, slots, sims, index, now, protected) if n == 1 else None
+        if drop is None:
+            _, _, weight = weights(s, self.settings, slots, sims, index, now)
+            if protected is not None:
+                weight[slots == protected] = np.inf
+            # equal weights evict the older turn (by turn index: slots are reused)
+            drop = scoring.lowest_weights(weight, n, age=s.slot_index[slots])
         return [s.queries.key_at(int(slots[i])) for i in drop]
+
+    def _lowest_one(
+        self, s: SessionState, slots: np.ndarray, sims: np.ndarray, index: int, now: float,
+        protected: int | None,
+    ) -> np.ndarray | None:
+        """The position ``lowest_weights`` picks over every turn (ties: the older), found by
+        weighing only the turns whose relevance leaves them a chance: a weight is at least
+        ``alpha * relevance``, so the least similar turn's weight bounds which similarities
+        can still be lowest. None when that bound prunes nothing."""
+        alpha = self.settings.alpha
+        if sims.size < _PRUNE_FROM or alpha < 1e-6:
+            return None
+        j = int(np.argmin(sims))
+        if protected is not None and slots[j] == protected:
+            return None
+        bound = float(weights(s, self.settings, slots[j : j + 1], sims[j : j + 1], index,
+                              now)[2][0])
+        limit = bound / alpha * (1.0 + 1e-9)  # a margin far above the rounding of the weights
+        if not limit < 1.0:
+            return None
+        threshold = np.float32(limit)
+        if float(threshold) < limit:
+            threshold = np.nextafter(threshold, np.float32(np.inf))
+        # any similarity above the threshold has alpha * relevance > bound: not the lowest
+        cand = np.flatnonzero(sims <= threshold)
+        if protected is not None:
+            cand = cand[slots[cand] != protected]
+        ages = s.slot_index[slots[cand]]
+        if bound == 0.0:  # the least weight possible: the oldest candidate, if it has it
+            oldest = cand[int(np.argmin(ages))]
+            if weights(s, self.settings, slots[oldest : oldest + 1], sims[oldest : oldest + 1],
+                       index, now)[2][0] == 0.0:
+                return np.array([oldest])
+        _, _, weight = weights(s, self.settings, slots[cand], sims[cand], index, now)
+        return cand[scoring.lowest_weights(weight, 1, age=ages)]
