@@ -17,17 +17,16 @@ from collections import defaultdict
 from pathlib import Path
 from typing import Any
 
-import faiss
 import numpy as np
 
-from benchmarks.__main__ import default_cache, default_data
-from benchmarks.data import Benchmark, build_conversations, load_benchmark
-from benchmarks.dhrag_systems import DHRAGSystem, ThreadOracleSystem, memo_for
+from benchmarks.__main__ import default_cache
+from benchmarks.data import Benchmark, build_conversations
+from benchmarks.dhrag_systems import DHRAGSystem, ThreadOracleSystem
 from benchmarks.interleave import interleave_benchmark
-from benchmarks.kbcache import kb_vectors
+from benchmarks.mtrag_kb import load_with_kb
 from benchmarks.replay import replay, score_runs
 from benchmarks.systems import REGISTRY, BenchContext
-from dhrag_core import FaissKnowledgeBase, MiniLMEmbedder, Settings
+from dhrag_core import Settings
 
 __all__ = ["main"]
 
@@ -49,15 +48,7 @@ def main() -> None:
     ap.add_argument("--seeds", default="0,1,2")
     ap.add_argument("--out", type=Path, default=Path("results/clarity_split.json"))
     args = ap.parse_args()
-    import torch
-
-    torch.set_num_threads(1)
-    faiss.omp_set_num_threads(1)
-    bench = load_benchmark(args.bench)
-    emb = memo_for(MiniLMEmbedder())
-    vectors = kb_vectors(bench.kb, emb, "all-MiniLM-L6-v2", cache_dir=default_cache(),
-                         seed=default_data() / "kb_minilm.npz", show_progress=False)
-    kb = FaissKnowledgeBase(bench.kb, emb, vectors=vectors)
+    bench, emb, kb = load_with_kb(args.bench)
     threshold = Settings().clarity_threshold
     rows: dict[str, list[dict[str, Any]]] = defaultdict(list)
     for label, data in _sets(bench, args.threads, [int(s) for s in args.seeds.split(",")]):

