@@ -36,7 +36,9 @@ def _label(sel: Selection) -> str:
     return clip(f"[{p.title}] {p.text.split(chr(10), 1)[-1]}", 40)
 
 
-def _print_turn(out: TextIO, n: int, sel: Selection, answer: str) -> None:
+def _print_turn(
+    out: TextIO, n: int, sel: Selection, answer: str, threshold: float | None
+) -> None:
     out.write(f"\n[{n}] user: {sel.query}\n")
     if sel.rewritten_query != sel.query:
         out.write(f"    reconstructed query: {sel.rewritten_query}\n")
@@ -46,7 +48,6 @@ def _print_turn(out: TextIO, n: int, sel: Selection, answer: str) -> None:
             out.write(f"      {describe_selected(h, query_chars=50, digits=2)}\n")
     else:
         out.write("    history selected: (none)\n")
-    threshold = Settings().clarity_threshold
     if sel.history and sel.clarity is not None and threshold is not None \
             and sel.clarity >= threshold:
         out.write(f"    clear on its own (best passage {sel.clarity:.2f} >= {threshold:g}): "
@@ -82,7 +83,7 @@ def run_demo(args: argparse.Namespace) -> int:
         sel = rag.select(session, question)
         extract = answerer.answer(sel.rewritten_query, sel.passages)
         answer = extract.text if extract else "(no answer: nothing in the context matches)"
-        _print_turn(out, n, sel, answer)
+        _print_turn(out, n, sel, answer, rag.settings.clarity_threshold)
         rag.record(session, question, answer, selection=sel)
         base = raw.select("raw", question)
         raw.record("raw", question, answer, selection=base)

@@ -14,7 +14,7 @@ import threading
 import time
 from collections import OrderedDict
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any, cast
+from typing import Any
 
 import numpy as np
 
@@ -266,8 +266,9 @@ class DHRAG:
         with timer("encode_s"):
             vectors = self._passage_vectors(kb)
         with timer("integrate_s"):
+            threshold = self.settings.clarity_threshold
             clarity = self._clarity(qv, vectors)
-            if clarity is not None and clarity >= cast(float, self.settings.clarity_threshold):
+            if clarity is not None and threshold is not None and clarity >= threshold:
                 search = qv[None, :]
             context = self._context(search, history, kb, vectors, k)
         return Selection(
