@@ -197,6 +197,8 @@ class Selection:
     """The raw query's best cosine to the knowledge-base candidates, when the clarity gate is on
     (``Settings.clarity_threshold``); at or above the threshold the context is ranked by the raw
     query alone."""
+    gated: bool = field(default=False, compare=False)
+    """Whether the clarity gate fired: the context is ranked by the raw query alone."""
 
     @property
     def passages(self) -> list[Passage]:

@@ -478,14 +478,14 @@ def test_the_clarity_gate_ranks_a_clear_query_by_itself_and_expands_the_others()
     sel = gated.select("u", clear)
     qv = emb.encode([clear])[0]
     assert kb.rows == [1], "no further search: the expanded query's candidates"
-    assert sel.clarity == pytest.approx(1.0, abs=1e-5)
+    assert sel.clarity == pytest.approx(1.0, abs=1e-5) and sel.gated
     assert len(sel.search_vectors) == 1 and np.allclose(sel.search_vector, qv)
     raw = FaissKnowledgeBase(KB, emb).search_vectors(qv[None, :], 10)[0]
     assert [c.passage.id for c in sel.context] == [p.id for p in raw]
     assert sel.history, "the history is still selected; it only does not move the search"
 
     vague = gated.select("u", "How long is it?")
-    assert vague.clarity is not None and vague.clarity < 0.9
+    assert vague.clarity is not None and vague.clarity < 0.9 and not vague.gated
     assert not np.allclose(vague.search_vector, emb.encode(["How long is it?"])[0])
 
     ungated, kb = engine(None)

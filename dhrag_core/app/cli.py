@@ -36,9 +36,7 @@ def _label(sel: Selection) -> str:
     return clip(f"[{p.title}] {p.text.split(chr(10), 1)[-1]}", 40)
 
 
-def _print_turn(
-    out: TextIO, n: int, sel: Selection, answer: str, threshold: float | None
-) -> None:
+def _print_turn(out: TextIO, n: int, sel: Selection, answer: str) -> None:
     out.write(f"\n[{n}] user: {sel.query}\n")
     if sel.rewritten_query != sel.query:
         out.write(f"    reconstructed query: {sel.rewritten_query}\n")
@@ -48,9 +46,8 @@ def _print_turn(
             out.write(f"      {describe_selected(h, query_chars=50, digits=2)}\n")
     else:
         out.write("    history selected: (none)\n")
-    if sel.history and sel.clarity is not None and threshold is not None \
-            and sel.clarity >= threshold:
-        out.write(f"    clear on its own (best passage {sel.clarity:.2f} >= {threshold:g}): "
+    if sel.history and sel.gated and sel.clarity is not None:
+        out.write(f"    clear on its own (best passage {sel.clarity:.2f}): "
                   "ranked by the question alone\n")
     out.write("    context:\n")
     for c in sel.context[:3]:
@@ -83,7 +80,7 @@ def run_demo(args: argparse.Namespace) -> int:
         sel = rag.select(session, question)
         extract = answerer.answer(sel.rewritten_query, sel.passages)
         answer = extract.text if extract else "(no answer: nothing in the context matches)"
-        _print_turn(out, n, sel, answer, rag.settings.clarity_threshold)
+        _print_turn(out, n, sel, answer)
         rag.record(session, question, answer, selection=sel)
         base = raw.select("raw", question)
         raw.record("raw", question, answer, selection=base)

@@ -268,14 +268,15 @@ class DHRAG:
         with timer("integrate_s"):
             threshold = self.settings.clarity_threshold
             clarity = self._clarity(qv, vectors)
-            if clarity is not None and threshold is not None and clarity >= threshold:
+            gated = clarity is not None and threshold is not None and clarity >= threshold
+            if gated:
                 search = qv[None, :]
             context = self._context(search, history, kb, vectors, k)
         return Selection(
             session_id=session_id, query=query, rewritten_query=rewrite.text,
             history=tuple(history), context=tuple(context), query_vector=qv,
             search_vector=search[0], search_vectors=tuple(search), timings=dict(timer),
-            clarity=clarity,
+            clarity=clarity, gated=gated,
         )
 
     def _clarity(self, qv: Vector, vectors: Sequence[Vector]) -> float | None:
