@@ -23,6 +23,7 @@ __all__ = [
     "LocalModelEmbedder",
     "MiniLMEmbedder",
     "l2_normalise",
+    "token_set",
     "tokens",
 ]
 
@@ -116,6 +117,11 @@ def _stem(word: str) -> str:
 def tokens(text: str) -> list[str]:
     """Lower-cased content words, light-stemmed (shared by the hashing embedder and labels)."""
     return [_stem(w) for w in _TOKEN.findall(text.lower()) if w not in _STOPWORDS]
+
+
+def token_set(text: str) -> frozenset[str]:
+    """``set(tokens(text))``, stemming each distinct word once."""
+    return frozenset(_stem(w) for w in set(_TOKEN.findall(text.lower())) - _STOPWORDS)
 
 
 class HashingEmbedder:

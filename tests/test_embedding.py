@@ -128,3 +128,16 @@ def test_numpy_minilm_reports_missing_weights_and_bad_options() -> None:
         NumpyMiniLMEmbedder(model_path="/nonexistent/model").encode(["hello"])
     with pytest.raises(ValueError, match="batch_size"):
         NumpyMiniLMEmbedder(batch_size=0)
+
+
+@pytest.mark.parametrize("text", [
+    "The cats chased the dogs; the glass class passes. Is it its?",
+    "Hubble's mirrors: 2.4 m, ground in 1981 -- mirrors MIRRORS mirror",
+    "",
+    "the of and",
+])
+def test_token_set_is_the_set_of_tokens(text: str) -> None:
+    from dhrag_core.embedding import token_set, tokens
+
+    assert token_set(text) == set(tokens(text))
+    assert isinstance(token_set(text), frozenset)
