@@ -136,7 +136,7 @@ class Settings:
     temperature: float = 0.05
     relevance: str = "query"
     relevance_contrast: float | None = 0.1
-    thread_recency: float = 0.1
+    thread_recency: float = 0.2
     thread_half_life: float = 2.0
     thread_link: float | None = 0.3
     thread_switch: float | None = 0.2
