@@ -200,6 +200,14 @@ def test_a_return_to_an_earlier_thread_selects_that_thread_only(clock: FakeClock
     assert {p.turn.query for p in db.select("s", "And then?")} <= {q for q, _ in BONDS}
 
 
+def test_thread_switch_keeps_a_weak_match_in_the_current_thread(clock: FakeClock) -> None:
+    leave = _switch_and_return(Settings(history_turns=3, thread_switch=None), clock)
+    assert {p.turn.query for p in leave.select("s", RETURN)} == {q for q, _ in GUINEA}
+    stay = _switch_and_return(Settings(history_turns=3, thread_switch=0.99), clock)
+    picked = stay.select("s", RETURN)
+    assert picked and {p.turn.query for p in picked} <= {q for q, _ in BONDS}
+
+
 def test_use_chains_off_selects_across_threads(clock: FakeClock) -> None:
     db = _switch_and_return(Settings(history_turns=3, use_chains=False), clock)
     picked = {p.turn.query: p for p in db.select("s", RETURN)}
