@@ -2,7 +2,7 @@
 
 Summary nodes are the turns of one cluster that also share a chain (one thread within one
 topic); their vectors are running sums, kept up to date as turns come, go and move. A summary
-node also holds its turns' topic vectors, stacked: the tree's one copy of each.
+node also holds its turns' topic vectors, stacked and int8-coded: the tree's one copy of each.
 Matching walks the tree top-down and scores only the children of the best nodes, so it
 compares the query with far fewer vectors than a flat scan once the history is large; below
 ``min_tree_turns`` it scans flat.
@@ -19,11 +19,11 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from dhrag_core import compact
 from dhrag_core.algorithm.chains import ChainTracker
 from dhrag_core.algorithm.clustering import TopicClusters
 from dhrag_core.algorithm.members import OrderedMembers
 from dhrag_core.embedding import l2_normalise
-from dhrag_core.index import inner_products
 from dhrag_core.records import Turn, Vector
 from dhrag_core.settings import Settings
 
@@ -59,8 +59,7 @@ class SummaryNode:
 
 
 class _TopicVectors(Mapping[str, Vector]):
-    """Topic vectors by turn id, read from the summary nodes' rows: a value is a view, valid
-    until the tree next changes."""
+    """Topic vectors by turn id, decoded from the summary nodes' rows (each a new array)."""
 
     def __init__(self, tree: SessionTree) -> None:
         self._tree = tree
@@ -112,7 +111,7 @@ class SessionTree:
         self.chains = ChainTracker(dimension, threshold=settings.chain_threshold)
         self.dimension = dimension
         self.vectors: Mapping[str, Vector] = _TopicVectors(self)
-        """Topic vectors by turn id (float16 values, as float32): the summary nodes' rows."""
+        """Topic vectors by turn id (``compact.rounded``): the summary nodes' rows."""
         self.index_of: dict[str, int] = {}
         self.comparisons = 0
         # summary nodes: (cluster id, chain id) -> members in turn order and their vector sum
@@ -136,7 +135,7 @@ class SessionTree:
             return None
         node = self._nodes[key]
         index = self.index_of[turn_id]
-        vector: Vector = node.row(node.position(turn_id, index)).copy()
+        vector = node.row(node.position(turn_id, index))
         node.discard(turn_id, vector, index)
         if not node.members:
             del self._nodes[key]
@@ -151,12 +150,12 @@ class SessionTree:
         return self.index_of.get(turn_id, 1 << 62)
 
     def topic(self, turn: Turn) -> Vector:
-        """``topic_vector`` with this tree's weights, rounded to float16 values like a turn's
-        own vectors (kept as float32: the rows are scanned per query)."""
+        """``topic_vector`` with this tree's weights, rounded as the summary nodes store it
+        (``compact.rounded``): the value added to every running sum is the one later read
+        back and subtracted."""
         cfg = self.settings
-        v = topic_vector(turn, cfg.topic_answer_weight, cfg.topic_passage_weight)
-        out: Vector = v.astype(np.float16).astype(np.float32)
-        return out
+        return compact.rounded(topic_vector(turn, cfg.topic_answer_weight,
+                                            cfg.topic_passage_weight))
 
     # -- upkeep -------------------------------------------------------------------------------
 
@@ -300,7 +299,7 @@ class SessionTree:
         for n, node in enumerate(best_nodes):
             members = self._nodes[(node.cluster_id, node.chain_id)]
             ids = members.members
-            parts.append(inner_products(members.rows(), query))
+            parts.append(members.products(query))
             found.extend(ids)
             owner.append(np.full(len(ids), n))
         sims = np.concatenate(parts)

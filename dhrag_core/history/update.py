@@ -163,14 +163,14 @@ class UpdateRule:
         room = max(self.settings.max_passages - len(items), 0)
         keep = keep[:room]
         passages = tuple(items) + tuple(old.passages[i] for i in keep)
-        merged_vectors = (np.concatenate([pv, old.passage_vectors[keep].astype(np.float32)])
+        merged_vectors = (np.concatenate([pv, old.passage_vectors[keep]])
                           if keep else pv)
-        return replace(
-            old, index=index, query=query, passages=passages,
-            response=response or old.response, timestamp=now, query_vector=qv,
-            response_vector=rv if rv is not None else old.response_vector,
-            passage_vectors=np.ascontiguousarray(merged_vectors, dtype=np.float16),
-            metadata={**old.metadata, **meta}, merges=old.merges + 1,
+        return Turn(
+            session_id=old.session_id, turn_id=old.turn_id, index=index, query=query,
+            passages=passages, response=response or old.response, timestamp=now,
+            query_vector=qv, response_vector=rv if rv is not None else old.response_vector,
+            passage_vectors=merged_vectors, metadata={**old.metadata, **meta},
+            merges=old.merges + 1, cluster_id=old.cluster_id, chain_id=old.chain_id,
         )
 
     def _eviction(
