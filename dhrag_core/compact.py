@@ -30,8 +30,7 @@ _TOP = _TABLE[254]
 
 _lock = threading.Lock()
 _quantizers: dict[int, faiss.ScalarQuantizer] = {}
-_BLOCK = 256  # rows per scan: a heap this small fills in half the time of one of every row
-_IDS = np.arange(_BLOCK, dtype=np.int64)
+_ids = np.zeros(0, dtype=np.int64)
 
 
 def _quantizer(d: int) -> faiss.ScalarQuantizer:
@@ -51,23 +50,31 @@ def _scales(peak: np.ndarray) -> npt.NDArray[np.float32]:
     """The least float32 scale whose ``scale * _TOP`` reaches ``peak``: a function of the
     decoded peak too, which is what makes encoding a decoded vector give it back."""
     with np.errstate(over="ignore"):  # too large for float32: refused by the caller
-        s = (peak / _TOP).astype(np.float32)
-    up, down = np.float32(np.inf), np.float32(0.0)
-    for _ in range(3):
-        s = np.where(s * _TOP < peak, np.nextafter(s, up), s)
-    for _ in range(3):
-        lower = np.nextafter(s, down)
-        s = np.where(lower * _TOP >= peak, lower, s)
-    out: npt.NDArray[np.float32] = np.where(peak > 0, s, np.float32(1.0)).astype(np.float32)
-    return out
+        s: npt.NDArray[np.float32] = (peak / _TOP).astype(np.float32)
+    for _ in range(2):  # the quotient is within an ulp of the least scale
+        low = s * _TOP < peak
+        if not low.any():
+            break
+        s[low] = np.nextafter(s[low], np.float32(np.inf))
+    for _ in range(2):
+        lower = np.nextafter(s, np.float32(0.0))
+        enough = (lower * _TOP >= peak) & (peak > 0)
+        if not enough.any():
+            break
+        s[enough] = lower[enough]
+    s[peak == 0] = 1.0
+    return s
 
 
 def encode(vectors: npt.ArrayLike) -> tuple[Codes, npt.NDArray[np.float32]]:
     """``(codes, scales)`` of a vector (codes of shape ``(d,)``, one scale) or of the rows of
-    a matrix. Raises ValueError for a value that is not finite (or too large for a scale)."""
+    a matrix. Raises ValueError for a value that is not finite (or too large for a scale).
+
+    The codes are those of FAISS's quantizer (``(x / scale + 1) / 2``, clipped to [0, 1],
+    times 255, truncated), computed here in the same float32 steps: cheaper for one row."""
     x = np.asarray(vectors, dtype=np.float32)
     single = x.ndim == 1
-    x = np.ascontiguousarray(x[None, :] if single else x)
+    x = x[None, :] if single else x
     if x.ndim != 2:
         raise ValueError(f"expected a vector or a matrix, got shape {x.shape}")
     if not np.isfinite(x).all():
@@ -75,11 +82,15 @@ def encode(vectors: npt.ArrayLike) -> tuple[Codes, npt.NDArray[np.float32]]:
     n, d = x.shape
     if n == 0 or d == 0:
         return np.zeros((n, d), np.uint8), np.ones(n, np.float32)
-    peak = np.abs(x).max(axis=1)
-    scales = _scales(peak)
+    scales = _scales(np.abs(x).max(axis=1))
     if not np.isfinite(scales).all():
         raise ValueError("vectors must be finite and within float32 range")
-    codes = _quantizer(d).compute_codes(np.ascontiguousarray(x / scales[:, None]))
+    unit = x / scales[:, None]
+    unit += np.float32(1.0)
+    unit /= np.float32(2.0)
+    np.clip(unit, np.float32(0.0), np.float32(1.0), out=unit)
+    unit *= np.float32(255.0)
+    codes: Codes = unit.astype(np.uint8)
     return (codes[0], scales[:1]) if single else (codes, scales)
 
 
@@ -97,6 +108,16 @@ def rounded(vectors: npt.ArrayLike) -> npt.NDArray[np.float32]:
     return decode(codes, scales)
 
 
+def _row_ids(n: int) -> np.ndarray:
+    global _ids
+    ids = _ids
+    if ids.size < n:
+        ids = np.arange(max(n, 2 * ids.size), dtype=np.int64)
+        ids.setflags(write=False)
+        _ids = ids
+    return ids
+
+
 def inner_products(codes: Codes, scales: np.ndarray, query: np.ndarray) -> np.ndarray:
     """``decode(codes, scales) @ query`` in float32 without decoding, by FAISS's scanner over
     the codes (single-threaded; each row's product is the same wherever it sits). Equal to
@@ -105,24 +126,23 @@ def inner_products(codes: Codes, scales: np.ndarray, query: np.ndarray) -> np.nd
     q = np.ascontiguousarray(query, dtype=np.float32)
     if q.shape != (d,):
         raise ValueError(f"query must have shape ({d},), got {q.shape}")
-    out = np.empty(n, dtype=np.float32)
     if n == 0:
-        return out
+        return np.empty(0, dtype=np.float32)
     codes = np.ascontiguousarray(codes, dtype=np.uint8)
     # a fresh scanner per call: it holds the query, so two threads must never share one
     scanner = _quantizer(d).select_InvertedListScanner(  # type: ignore[attr-defined]
         faiss.METRIC_INNER_PRODUCT, None, False, None, False)
     scanner.set_query(faiss.swig_ptr(q))
     scanner.set_list(0, 0)
-    # each block of rows fills a heap of its own size, started empty (-inf), so every row
-    # lands in it, scattered back by label; a small heap stays cheap to fill
-    dist = np.empty(_BLOCK, dtype=np.float32)
-    labels = np.empty(_BLOCK, dtype=np.int64)
-    for start in range(0, n, _BLOCK):
-        m = min(_BLOCK, n - start)
-        dist.fill(-np.inf)
-        scanner.scan_codes(m, faiss.swig_ptr(codes[start:]), faiss.swig_ptr(_IDS),
-                           faiss.swig_ptr(dist), faiss.swig_ptr(labels), m)
-        out[start + labels[:m]] = dist[:m]
-    out *= scales[:n]
+    # a range scan with no floor keeps every row, in row order, in a growing buffer: a
+    # third of the time of a heap of every row (a top-k scan), and of float32's kernel
+    result = faiss.RangeSearchResult(1)
+    partial = faiss.RangeSearchPartialResult(result)  # type: ignore[attr-defined]
+    found = partial.new_result(0)
+    scanner.scan_codes_range(n, faiss.swig_ptr(codes), faiss.swig_ptr(_row_ids(n)),
+                             -np.inf, found)
+    if found.nres != n:
+        raise RuntimeError(f"the scan returned {found.nres} products for {n} rows")
+    partial.finalize()
+    out: np.ndarray = faiss.rev_swig_ptr(result.distances, n) * scales[:n]
     return out

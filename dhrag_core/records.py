@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import struct
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -88,7 +89,8 @@ class Passage:
 
 
 _UNSET: Any = object()
-_HEAD = 8  # bytes before the scales: the dimension and whether there is a response (uint32)
+_HEADER = struct.Struct("<II")  # the dimension, and whether there is a response
+_HEAD = _HEADER.size
 
 
 def _pack(query: Floats, response: Floats | None, passages: Floats) -> bytes:
@@ -115,8 +117,8 @@ def _pack(query: Floats, response: Floats | None, passages: Floats) -> bytes:
         if part is not None and not np.isfinite(part).all():
             raise ValueError(f"{name} must be finite")
     codes, scales = compact.encode(np.concatenate(parts))
-    head = np.array([d, response is not None], dtype=np.uint32)
-    return head.tobytes() + scales.tobytes() + codes.tobytes()
+    return (_HEADER.pack(d, response is not None) + scales.astype("<f4").tobytes()
+            + codes.tobytes())
 
 
 @dataclass(frozen=True, eq=False, slots=True, init=False)
@@ -180,8 +182,8 @@ class Turn:
 
     def _layout(self) -> tuple[int, int, int]:
         """(dimension, rows, first passage row) of ``vectors``."""
-        d, response = np.frombuffer(self.vectors, dtype=np.uint32, count=2)
-        return int(d), (len(self.vectors) - _HEAD) // (int(d) + 4), 1 + int(response)
+        d, response = _HEADER.unpack_from(self.vectors)
+        return d, (len(self.vectors) - _HEAD) // (d + 4), 1 + response
 
     def _rows(self, start: int, stop: int) -> Vector:
         d, rows, _ = self._layout()
@@ -190,7 +192,7 @@ class Turn:
 
     def _codes(self, start: int, stop: int, d: int, rows: int) -> tuple[Codes, Vector]:
         n = stop - start
-        scales = np.frombuffer(self.vectors, dtype=np.float32, count=n,
+        scales = np.frombuffer(self.vectors, dtype="<f4", count=n,
                                offset=_HEAD + 4 * start)
         codes = np.frombuffer(self.vectors, dtype=np.uint8, count=n * d,
                               offset=_HEAD + 4 * rows + d * start).reshape(n, d)
