@@ -20,6 +20,7 @@ from typing import Any
 
 import numpy as np
 
+from dhrag_core import compact
 from dhrag_core.algorithm import scoring
 from dhrag_core.history.selection import Selector
 from dhrag_core.history.session import SessionState
@@ -98,7 +99,9 @@ class UpdateRule:
         items = [replace(p, vector=None) if p.vector is not None else p for p in items]
         index = s.next_index
         slots, sims = s.similarities(qv)
-        dup = self._near_duplicate(s, slots, sims, response, rv)
+        # the response as the turn will store it: the one both sides of a comparison keep
+        stored_rv = None if rv is None else compact.rounded(rv)
+        dup = self._near_duplicate(s, slots, sims, response, stored_rv)
         if dup is not None:
             turn = self._merged(dup, index, query, items, response, meta, vectors, now)
         else:
