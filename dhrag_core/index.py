@@ -238,6 +238,11 @@ class RowBuffer:
         i = self._lo + at
         return compact.decode(self._buf[i], self._scales[i : i + 1])
 
+    def rows_at(self, positions: np.ndarray) -> Vector:
+        """The rows at ``positions``, decoded in one go."""
+        at = positions + self._lo
+        return compact.decode(self._buf[at], self._scales[at])
+
     def products(self, query: Vector) -> np.ndarray:
         """The rows' inner products with ``query`` (``compact.inner_products``)."""
         return compact.inner_products(*self.codes(), query)

@@ -145,6 +145,21 @@ class SessionTree:
     def __len__(self) -> int:
         return len(self.index_of)
 
+    def topic_rows(self, turn_ids: Sequence[str]) -> Vector:
+        """The topic vectors of ``turn_ids``, stacked: each summary node's rows decoded in one
+        go, not one by one."""
+        out = np.empty((len(turn_ids), self.dimension), dtype=np.float32)
+        groups: dict[tuple[int, int], tuple[list[int], list[int]]] = defaultdict(
+            lambda: ([], []))
+        for i, tid in enumerate(turn_ids):
+            key = self._node_of[tid]
+            ats, positions = groups[key]
+            ats.append(i)
+            positions.append(self._nodes[key].position(tid, self.index_of[tid]))
+        for key, (ats, positions) in groups.items():
+            out[ats] = self._nodes[key].rows_at(np.asarray(positions))
+        return out
+
     def _age(self, turn_id: str) -> int:
         """Turn index (the turn being inserted is newer than every stored one)."""
         return self.index_of.get(turn_id, 1 << 62)
@@ -206,7 +221,7 @@ class SessionTree:
     def chain_window(self, chain_id: int, size: int) -> tuple[list[str], list[int], np.ndarray]:
         """The chain's latest ``size`` members: ids, turn indexes and topic vectors, oldest
         first."""
-        return self.chains.window(chain_id, self.vectors, size)
+        return self.chains.window(chain_id, self.topic_rows, size)
 
     def chain_ages(self, chain_id: int, indexes: Sequence[int]) -> list[int]:
         """Turns of the chain from each given turn index on (1: its latest turn)."""
@@ -280,7 +295,7 @@ class SessionTree:
             return []
         if not hierarchical or len(self.index_of) < cfg.min_tree_turns:
             ids = list(self.index_of)
-            sims = np.stack([self.vectors[i] for i in ids]) @ query
+            sims = self.topic_rows(ids) @ query
             self.comparisons += len(ids)
             order = _top(sims, cfg.tree_turns)
             return [TreeMatch(ids[i], float(sims[i]), self.clusters.of.get(ids[i], -1), None)

@@ -72,6 +72,10 @@ class OrderedMembers:
         """The vector of the member at position ``at`` (decoded: a new array)."""
         return self._buffer().row(at)
 
+    def rows_at(self, positions: np.ndarray) -> Vector:
+        """The vectors of the members at ``positions`` (decoded: a new array)."""
+        return self._buffer().rows_at(positions)
+
     def products(self, query: Vector) -> np.ndarray:
         """The members' inner products with ``query``, in member order, from the codes."""
         return self._buffer().products(query)
