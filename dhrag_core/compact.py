@@ -46,12 +46,23 @@ def _quantizer(d: int) -> faiss.ScalarQuantizer:
     return sq
 
 
-def _scales(peak: np.ndarray) -> npt.NDArray[np.float32]:
-    """The least float32 scale whose ``scale * _TOP`` reaches ``peak``: a function of the
-    decoded peak too, which is what makes encoding a decoded vector give it back."""
+def _scale(peak: np.float32) -> np.float32:
+    """The least float32 scale whose ``scale * _TOP`` reaches ``peak`` (> 0): a function of
+    the decoded peak too, which is what makes encoding a decoded vector give it back."""
     with np.errstate(over="ignore"):  # too large for float32: refused by the caller
+        s = np.float32(peak / _TOP)
+    while s * _TOP < peak:  # the quotient is within an ulp of the least scale
+        s = np.nextafter(s, np.float32(np.inf))
+    while (lower := np.nextafter(s, np.float32(0.0))) * _TOP >= peak:
+        s = lower
+    return s
+
+
+def _scales(peak: np.ndarray) -> npt.NDArray[np.float32]:
+    """``_scale`` of each peak (1 for a zero vector), vectorised."""
+    with np.errstate(over="ignore"):
         s: npt.NDArray[np.float32] = (peak / _TOP).astype(np.float32)
-    for _ in range(2):  # the quotient is within an ulp of the least scale
+    for _ in range(2):
         low = s * _TOP < peak
         if not low.any():
             break
@@ -66,6 +77,16 @@ def _scales(peak: np.ndarray) -> npt.NDArray[np.float32]:
     return s
 
 
+def _codes(x: np.ndarray, scales: np.ndarray | np.float32) -> Codes:
+    unit = x / scales
+    unit += np.float32(1.0)
+    unit /= np.float32(2.0)
+    np.clip(unit, np.float32(0.0), np.float32(1.0), out=unit)
+    unit *= np.float32(255.0)
+    codes: Codes = unit.astype(np.uint8)
+    return codes
+
+
 def encode(vectors: npt.ArrayLike) -> tuple[Codes, npt.NDArray[np.float32]]:
     """``(codes, scales)`` of a vector (codes of shape ``(d,)``, one scale) or of the rows of
     a matrix. Raises ValueError for a value that is not finite (or too large for a scale).
@@ -73,25 +94,26 @@ def encode(vectors: npt.ArrayLike) -> tuple[Codes, npt.NDArray[np.float32]]:
     The codes are those of FAISS's quantizer (``(x / scale + 1) / 2``, clipped to [0, 1],
     times 255, truncated), computed here in the same float32 steps: cheaper for one row."""
     x = np.asarray(vectors, dtype=np.float32)
-    single = x.ndim == 1
-    x = x[None, :] if single else x
+    if x.ndim == 1:
+        peak = np.abs(x).max() if x.size else np.float32(0.0)
+        if not np.isfinite(peak):  # a NaN anywhere makes the peak NaN
+            raise ValueError("vectors must be finite")
+        scale = _scale(peak) if peak > 0 else np.float32(1.0)
+        if not np.isfinite(scale):
+            raise ValueError("vectors must be finite and within float32 range")
+        return _codes(x, scale), np.array([scale], dtype=np.float32)
     if x.ndim != 2:
         raise ValueError(f"expected a vector or a matrix, got shape {x.shape}")
-    if not np.isfinite(x).all():
-        raise ValueError("vectors must be finite")
     n, d = x.shape
     if n == 0 or d == 0:
         return np.zeros((n, d), np.uint8), np.ones(n, np.float32)
-    scales = _scales(np.abs(x).max(axis=1))
+    peaks = np.abs(x).max(axis=1)
+    if not np.isfinite(peaks).all():
+        raise ValueError("vectors must be finite")
+    scales = _scales(peaks)
     if not np.isfinite(scales).all():
         raise ValueError("vectors must be finite and within float32 range")
-    unit = x / scales[:, None]
-    unit += np.float32(1.0)
-    unit /= np.float32(2.0)
-    np.clip(unit, np.float32(0.0), np.float32(1.0), out=unit)
-    unit *= np.float32(255.0)
-    codes: Codes = unit.astype(np.uint8)
-    return (codes[0], scales[:1]) if single else (codes, scales)
+    return _codes(x, scales[:, None]), scales
 
 
 def decode(codes: Codes, scales: npt.ArrayLike) -> npt.NDArray[np.float32]:

@@ -226,6 +226,12 @@ class Turn:
         _, rows, first = self._layout()
         return self._rows(first, rows)
 
+    def decoded(self) -> tuple[Vector, Vector | None, Vector]:
+        """``(query_vector, response_vector, passage_vectors)``, decoded in one go."""
+        _, n, first = self._layout()
+        rows = self._rows(0, n)
+        return rows[0], rows[1] if first == 2 else None, rows[first:]
+
 
 def query_vectors(turns: Sequence[Turn]) -> Vector:
     """The turns' query vectors, stacked (float32): decoded in one go, not turn by turn."""
@@ -239,7 +245,7 @@ def query_vectors(turns: Sequence[Turn]) -> Vector:
 def _unpack(vectors: bytes) -> tuple[Vector, Vector | None, Vector]:
     t = object.__new__(Turn)
     object.__setattr__(t, "vectors", vectors)
-    return t.query_vector, t.response_vector, t.passage_vectors
+    return t.decoded()
 
 
 @dataclass(frozen=True)

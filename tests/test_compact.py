@@ -105,6 +105,9 @@ def test_a_turn_keeps_one_buffer_and_decodes_its_vectors() -> None:
     for got, want in ((t.query_vector, q), (t.response_vector, r), (t.passage_vectors, p)):
         assert got is not None and got.dtype == np.float32 and got.shape == np.shape(want)
         np.testing.assert_allclose(got, want, atol=np.abs(want).max() / 250)
+    dq, dr, dp = t.decoded()
+    assert np.array_equal(dq, t.query_vector) and np.array_equal(dp, t.passage_vectors)
+    assert dr is not None and np.array_equal(dr, t.response_vector)
     codes, scale = t.query_codes
     assert np.array_equal(compact.decode(codes, np.float32(scale)), t.query_vector)
     none = _turn(response_vector=None, passage_vectors=np.zeros((0, 16)))

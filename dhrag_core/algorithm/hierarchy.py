@@ -37,11 +37,12 @@ def topic_vector(turn: Turn, response_weight: float = 3.0, passage_weight: float
     passages shown with them do. The weights come from ``Settings`` (``topic_answer_weight``,
     ``topic_passage_weight``).
     """
-    v = turn.query_vector.astype(np.float64).copy()
-    if turn.response_vector is not None:
-        v += response_weight * turn.response_vector
-    if len(turn.passage_vectors):
-        v += passage_weight * turn.passage_vectors.mean(axis=0, dtype=np.float64)
+    query, response, passages = turn.decoded()
+    v = query.astype(np.float64)
+    if response is not None:
+        v += response_weight * response
+    if len(passages):
+        v += passage_weight * passages.mean(axis=0, dtype=np.float64)
     out: Vector = l2_normalise(v)[0]
     return out
 
