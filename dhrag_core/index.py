@@ -5,6 +5,8 @@ for a bulk load), so each vector is stored once, without the doubling of a growi
 ``std::vector``. A removed key frees its slot (zeroed) and the next insert reuses it: O(d) per
 update, where ``IndexIDMap.remove_ids`` on a flat FAISS index compacts the whole array.
 Queries are one pass of FAISS's inner-product kernel over the rows (``inner_products``).
+A compact index keeps int8 codes and a scale per row instead (``dhrag_core.compact``), a
+quarter of the memory, and scans the codes.
 """
 
 from __future__ import annotations
@@ -15,11 +17,15 @@ from typing import Generic, TypeVar
 import faiss
 import numpy as np
 
+from dhrag_core import compact
 from dhrag_core.records import Floats, Vector
 
 __all__ = ["RowBuffer", "VectorIndex", "inner_products"]
 
 K = TypeVar("K", bound=Hashable)
+
+_NO_SCALES = np.zeros(0, dtype=np.float32)
+_NO_SCALES.setflags(write=False)
 
 
 def _grown(size: int, needed: int) -> int:
@@ -44,11 +50,17 @@ def inner_products(rows: np.ndarray, query: np.ndarray) -> np.ndarray:
 
 
 class VectorIndex(Generic[K]):
-    """Keys -> unit vectors; exact top-k by inner product (cosine for normalised vectors)."""
+    """Keys -> unit vectors; exact top-k by inner product (cosine for normalised vectors).
 
-    def __init__(self, dimension: int) -> None:
+    ``compact=True`` keeps each vector as int8 codes and a scale (``dhrag_core.compact``):
+    what it returns are the products with the vectors as that rounds them.
+    """
+
+    def __init__(self, dimension: int, compact: bool = False) -> None:
         self.dimension = dimension
-        self._rows = np.zeros((0, dimension), dtype=np.float32)
+        self.compact = compact
+        self._rows = np.zeros((0, dimension), dtype=np.uint8 if compact else np.float32)
+        self._scales = _NO_SCALES
         self._n = 0
         self._keys: list[K | None] = []
         self._slot: dict[K, int] = {}
@@ -62,15 +74,21 @@ class VectorIndex(Generic[K]):
     def __contains__(self, key: object) -> bool:
         return key in self._slot
 
-    def _storage(self) -> Vector:
-        return self._rows[: self._n]
+    def _products(self, query: Vector) -> np.ndarray:
+        if self.compact:
+            return compact.inner_products(self._rows[: self._n], self._scales[: self._n], query)
+        return inner_products(self._rows[: self._n], query)
 
     def reserve(self, rows: int) -> None:
         """Make room for ``rows`` slots in all, so that a bulk load allocates once."""
         if rows > self._rows.shape[0]:
-            grown = np.zeros((rows, self.dimension), dtype=np.float32)
+            grown = np.zeros((rows, self.dimension), dtype=self._rows.dtype)
             grown[: self._n] = self._rows[: self._n]
             self._rows = grown
+            if self.compact:
+                scales = np.zeros(rows, dtype=np.float32)
+                scales[: self._n] = self._scales[: self._n]
+                self._scales = scales
         if self._live.size < rows:
             live = np.zeros(rows, dtype=bool)
             live[: self._live.size] = self._live
@@ -89,6 +107,20 @@ class VectorIndex(Generic[K]):
     def add(self, keys: list[K], vectors: np.ndarray) -> None:
         """Insert (or overwrite) one vector per key."""
         v = self._check(vectors)
+        if self.compact:
+            self.add_codes(keys, *compact.encode(v))
+        else:
+            self._put(keys, v, None)
+
+    def add_codes(self, keys: list[K], codes: compact.Codes, scales: np.ndarray) -> None:
+        """``add`` for vectors already coded (``compact.encode``), to a compact index."""
+        if not self.compact:
+            raise ValueError("add_codes needs a compact index (VectorIndex(compact=True))")
+        if codes.ndim != 2 or codes.shape[1] != self.dimension or len(scales) != len(codes):
+            raise ValueError(f"codes must have shape (n, {self.dimension}), one scale each")
+        self._put(keys, codes, np.asarray(scales, dtype=np.float32))
+
+    def _put(self, keys: list[K], v: np.ndarray, scales: np.ndarray | None) -> None:
         if len(keys) != v.shape[0]:
             raise ValueError(f"{len(keys)} keys for {v.shape[0]} vectors")
         fresh: list[int] = []
@@ -100,6 +132,8 @@ class VectorIndex(Generic[K]):
                 fresh.append(row)
                 continue
             self._rows[slot] = v[row]
+            if scales is not None:
+                self._scales[slot] = scales[row]
             self._keys[slot] = key
             self._slot[key] = slot
             self._live[slot] = True
@@ -108,19 +142,22 @@ class VectorIndex(Generic[K]):
             if end > self._rows.shape[0]:
                 self.reserve(_grown(self._rows.shape[0], end))
             self._rows[start:end] = v[fresh]
+            if scales is not None:
+                self._scales[start:end] = scales[fresh]
             self._n = end
             for i, row in enumerate(fresh):
                 self._keys.append(keys[row])
                 self._slot[keys[row]] = start + i
             self._live[start:end] = True
-
     def remove(self, keys: list[K]) -> None:
         """Forget keys (unknown keys are ignored); their slots are reused by later adds."""
         for key in keys:
             slot = self._slot.pop(key, None)
             if slot is None:
                 continue
-            self._rows[slot] = 0.0
+            self._rows[slot] = 0
+            if self.compact:
+                self._scales[slot] = 0.0
             self._keys[slot] = None
             self._live[slot] = False
             self._free.append(slot)
@@ -132,7 +169,7 @@ class VectorIndex(Generic[K]):
         q = self._check(query)[:1]
         # One query: one pass over the rows beats IndexFlat.search, whose OpenMP start-up
         # dominates on few cores.
-        sims = inner_products(self._storage(), q[0])
+        sims = self._products(q[0])
         sims[~self._live[: sims.size]] = -np.inf
         k = min(k, len(self._slot))
         top = np.argpartition(-sims, k - 1)[:k] if k < sims.size else np.arange(sims.size)
@@ -160,7 +197,7 @@ class VectorIndex(Generic[K]):
         if not self._slot:
             return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.float32)
         n = self._n
-        sims = inner_products(self._storage(), q)
+        sims = self._products(q)
         if len(self._slot) == n:  # no free slot (a full session reuses them): every row
             if self._all is None or self._all.size != n:
                 self._all = np.arange(n)
@@ -171,30 +208,55 @@ class VectorIndex(Generic[K]):
 
 
 class RowBuffer:
-    """Row vectors kept in order in a buffer with room to grow: appending a newest row and
-    dropping the oldest (what nearly every turn does to a summary node) cost O(d), not a copy
-    of all rows; a middle insert or delete moves the rows after it."""
+    """Row vectors kept in order, as int8 codes and a scale each (``dhrag_core.compact``), in
+    a buffer with room to grow: appending a newest row and dropping the oldest (what nearly
+    every turn does to a summary node) cost O(d), not a copy of all rows; a middle insert or
+    delete moves the rows after it. Rows read back as ``compact.rounded`` of what was put."""
 
-    __slots__ = ("_buf", "_hi", "_lo")
+    __slots__ = ("_buf", "_hi", "_lo", "_scales")
 
     def __init__(self, rows: np.ndarray) -> None:
-        self._buf = np.empty((_grown(len(rows), len(rows)), rows.shape[1]), dtype=np.float32)
-        self._lo, self._hi = 0, len(rows)
-        self._buf[: self._hi] = rows
+        codes, scales = compact.encode(rows)
+        self._alloc(codes, scales, _grown(len(rows), len(rows)))
 
-    def view(self) -> np.ndarray:
-        return self._buf[self._lo : self._hi]
+    def _alloc(self, codes: np.ndarray, scales: np.ndarray, size: int) -> None:
+        self._buf = np.empty((size, codes.shape[1]), dtype=np.uint8)
+        self._scales = np.empty(size, dtype=np.float32)
+        self._lo, self._hi = 0, len(codes)
+        self._buf[: self._hi] = codes
+        self._scales[: self._hi] = scales
+
+    def codes(self) -> tuple[compact.Codes, np.ndarray]:
+        """The rows' codes and scales (views, valid until the next change)."""
+        return self._buf[self._lo : self._hi], self._scales[self._lo : self._hi]
+
+    def view(self) -> Vector:
+        """The rows, decoded (a new array)."""
+        return compact.decode(*self.codes())
+
+    def row(self, at: int) -> Vector:
+        i = self._lo + at
+        return compact.decode(self._buf[i], self._scales[i : i + 1])
+
+    def rows_at(self, positions: np.ndarray) -> Vector:
+        """The rows at ``positions``, decoded in one go."""
+        at = positions + self._lo
+        return compact.decode(self._buf[at], self._scales[at])
+
+    def products(self, query: Vector) -> np.ndarray:
+        """The rows' inner products with ``query`` (``compact.inner_products``)."""
+        return compact.inner_products(*self.codes(), query)
 
     def insert(self, at: int, row: Floats) -> None:
+        code, scale = compact.encode(row)
         if self._hi == len(self._buf):
-            live = self.view()
-            grown = np.empty((_grown(len(live), len(live) + 1), self._buf.shape[1]),
-                             dtype=np.float32)
-            grown[: len(live)] = live
-            self._buf, self._lo, self._hi = grown, 0, len(live)
+            live, scales = self.codes()
+            self._alloc(live, scales, _grown(len(live), len(live) + 1))
         i = self._lo + at
         self._buf[i + 1 : self._hi + 1] = self._buf[i : self._hi]
-        self._buf[i] = row
+        self._scales[i + 1 : self._hi + 1] = self._scales[i : self._hi]
+        self._buf[i] = code
+        self._scales[i] = scale[0]
         self._hi += 1
 
     def delete(self, at: int) -> None:
@@ -205,10 +267,9 @@ class RowBuffer:
         else:
             i = self._lo + at
             self._buf[i : self._hi - 1] = self._buf[i + 1 : self._hi]
+            self._scales[i : self._hi - 1] = self._scales[i + 1 : self._hi]
             self._hi -= 1
         live = self._hi - self._lo
         if len(self._buf) > 16 and 4 * live <= len(self._buf):
-            rows = self.view()
-            self._buf = np.empty((_grown(live, live), rows.shape[1]), dtype=np.float32)
-            self._buf[:live] = rows
-            self._lo, self._hi = 0, live
+            codes, scales = self.codes()
+            self._alloc(codes, scales, _grown(live, live))

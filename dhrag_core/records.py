@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping
+import struct
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 import numpy.typing as npt
+
+from dhrag_core import compact
+from dhrag_core.compact import Codes
 
 __all__ = [
     "Compact",
@@ -19,14 +23,14 @@ __all__ = [
     "Selection",
     "Turn",
     "Vector",
+    "query_vectors",
 ]
 
 Vector = npt.NDArray[np.float32]
 Compact = npt.NDArray[np.float16]
-"""A vector kept in memory as float16 (half of float32), computed with as float32."""
+"""A float16 vector (what turns kept before their int8 codes, ``dhrag_core.compact``)."""
 Floats = npt.NDArray[np.floating[Any]]
 """A float vector of either width."""
-
 
 
 class _NoMetadata(Mapping[str, Any]):
@@ -85,16 +89,54 @@ class Passage:
         return self.id if self.id is not None else self.text
 
 
-@dataclass(frozen=True, eq=False, slots=True)
+_UNSET: Any = object()
+_HEADER = struct.Struct("<II")  # the dimension, and whether there is a response
+_HEAD = _HEADER.size
+
+
+def _pack(query: Floats, response: Floats | None, passages: Floats) -> bytes:
+    """One buffer of a turn's vectors: header, scales (float32), codes (uint8), rows in the
+    order query, response (if any), passages."""
+    q = np.asarray(query, dtype=np.float32)
+    if q.ndim != 1:
+        raise ValueError(f"query_vector must be one vector, got shape {q.shape}")
+    d = q.shape[0]
+    p = np.asarray(passages, dtype=np.float32)
+    if p.ndim != 2 or p.shape[1] != d:
+        if p.size:
+            raise ValueError(f"passage_vectors must have shape (n, {d}), got {p.shape}")
+        p = p.reshape(0, d)
+    parts = [q[None, :]]
+    if response is not None:
+        r = np.asarray(response, dtype=np.float32)
+        if r.shape != (d,):
+            raise ValueError(f"response_vector must have shape ({d},), got {r.shape}")
+        parts.append(r[None, :])
+    parts.append(p)
+    for name, part in zip(("query_vector", "response_vector", "passage_vectors"),
+                          (q, response, p), strict=True):
+        if part is not None and not np.isfinite(part).all():
+            raise ValueError(f"{name} must be finite")
+    codes, scales = compact.encode(np.concatenate(parts))
+    return (_HEADER.pack(d, response is not None) + scales.astype("<f4").tobytes()
+            + codes.tobytes())
+
+
+@dataclass(frozen=True, eq=False, slots=True, init=False)
 class Turn:
     """One (query, passages, response) triple of a session's history database.
 
     ``index`` is the turn number in its session (0-based, never reused); ``merges`` counts how
     many near-duplicate turns were merged into this one (0: recorded once); ``cluster_id`` and
     ``chain_id`` place it in the session's topic tree and chain of related turns (-1: not
-    organised). Its vectors (any float arrays given) are kept as float16, half the memory of
-    float32, and computed with as float32; ``passage_vectors`` has one row per passage, and
-    the passages themselves keep no vector.
+    organised). Its vectors are kept in one buffer, ``vectors``, as int8 codes with a scale
+    each (``dhrag_core.compact``: a quarter of float32's memory); ``query_vector``,
+    ``response_vector`` and ``passage_vectors`` (one row per passage) decode them to float32.
+    The passages themselves keep no vector.
+
+    Built with the vectors (any float arrays) as keywords, or with ``vectors``, the buffer of
+    another turn (what ``dataclasses.replace`` passes): vectors given by keyword replace the
+    buffer's.
     """
 
     session_id: str
@@ -104,28 +146,106 @@ class Turn:
     passages: tuple[Passage, ...]
     response: str
     timestamp: float
-    query_vector: Floats = field(repr=False)
-    response_vector: Floats | None = field(repr=False)
-    passage_vectors: Floats = field(repr=False)
+    vectors: bytes = field(repr=False)
     metadata: Mapping[str, Any] = field(default_factory=lambda: NO_METADATA)
     merges: int = 0
     cluster_id: int = -1
     chain_id: int = -1
 
-    def __post_init__(self) -> None:
+    def __init__(
+        self, session_id: str, turn_id: str, index: int, query: str,
+        passages: tuple[Passage, ...], response: str, timestamp: float,
+        query_vector: Floats = _UNSET, response_vector: Floats | None = _UNSET,
+        passage_vectors: Floats = _UNSET, metadata: Mapping[str, Any] = NO_METADATA,
+        merges: int = 0, cluster_id: int = -1, chain_id: int = -1, *,
+        vectors: bytes | None = None,
+    ) -> None:
+        given = (query_vector, response_vector, passage_vectors)
+        if vectors is None or any(v is not _UNSET for v in given):
+            if vectors is None and (query_vector is _UNSET or passage_vectors is _UNSET):
+                raise TypeError("Turn needs query_vector and passage_vectors, or vectors")
+            if vectors is not None:
+                old_q, old_r, old_p = _unpack(vectors)
+                query_vector = old_q if query_vector is _UNSET else query_vector
+                response_vector = old_r if response_vector is _UNSET else response_vector
+                passage_vectors = old_p if passage_vectors is _UNSET else passage_vectors
+            vectors = _pack(query_vector, None if response_vector is _UNSET else response_vector,
+                            passage_vectors)
+        put = object.__setattr__
+        for name, value in (
+            ("session_id", session_id), ("turn_id", turn_id), ("index", index),
+            ("query", query), ("passages", passages), ("response", response),
+            ("timestamp", timestamp), ("vectors", vectors), ("metadata", metadata),
+            ("merges", merges), ("cluster_id", cluster_id), ("chain_id", chain_id),
+        ):
+            put(self, name, value)
         _metadata(self)
-        # one compact copy of each vector: float16, whatever the caller's arrays were; a
-        # value float16 cannot hold is refused here, never stored as infinity
-        for name in ("query_vector", "response_vector", "passage_vectors"):
-            v = getattr(self, name)
-            if v is None:
-                continue
-            if not (isinstance(v, np.ndarray) and v.dtype == np.float16 and v.flags.c_contiguous):
-                with np.errstate(over="ignore"):
-                    v = np.ascontiguousarray(v, dtype=np.float16)
-                object.__setattr__(self, name, v)
-            if not np.isfinite(v).all():
-                raise ValueError(f"{name} must be finite and within float16 range (65504)")
+
+    def _layout(self) -> tuple[int, int, int]:
+        """(dimension, rows, first passage row) of ``vectors``."""
+        d, response = _HEADER.unpack_from(self.vectors)
+        return d, (len(self.vectors) - _HEAD) // (d + 4), 1 + response
+
+    def _rows(self, start: int, stop: int) -> Vector:
+        d, rows, _ = self._layout()
+        codes, scales = self._codes(start, stop, d, rows)
+        return compact.decode(codes, scales)
+
+    def _codes(self, start: int, stop: int, d: int, rows: int) -> tuple[Codes, Vector]:
+        n = stop - start
+        scales = np.frombuffer(self.vectors, dtype="<f4", count=n,
+                               offset=_HEAD + 4 * start)
+        codes = np.frombuffer(self.vectors, dtype=np.uint8, count=n * d,
+                              offset=_HEAD + 4 * rows + d * start).reshape(n, d)
+        return codes, scales
+
+    @property
+    def query_vector(self) -> Vector:
+        """The query's vector (float32, decoded: a new array on every read)."""
+        out: Vector = self._rows(0, 1)[0]
+        return out
+
+    @property
+    def query_codes(self) -> tuple[Codes, float]:
+        """The query's codes (a read-only view) and scale: what an index keeps, as stored."""
+        d, rows, _ = self._layout()
+        codes, scales = self._codes(0, 1, d, rows)
+        return codes[0], float(scales[0])
+
+    @property
+    def response_vector(self) -> Vector | None:
+        """The response's vector (float32, decoded), None when it has none."""
+        if self._layout()[2] == 1:
+            return None
+        out: Vector = self._rows(1, 2)[0]
+        return out
+
+    @property
+    def passage_vectors(self) -> Vector:
+        """The passages' vectors, one row each (float32, decoded)."""
+        _, rows, first = self._layout()
+        return self._rows(first, rows)
+
+    def decoded(self) -> tuple[Vector, Vector | None, Vector]:
+        """``(query_vector, response_vector, passage_vectors)``, decoded in one go."""
+        _, n, first = self._layout()
+        rows = self._rows(0, n)
+        return rows[0], rows[1] if first == 2 else None, rows[first:]
+
+
+def query_vectors(turns: Sequence[Turn]) -> Vector:
+    """The turns' query vectors, stacked (float32): decoded in one go, not turn by turn."""
+    if not turns:
+        return np.zeros((0, 0), dtype=np.float32)
+    coded = [t.query_codes for t in turns]
+    return compact.decode(np.stack([c for c, _ in coded]),
+                          np.array([s for _, s in coded], dtype=np.float32))
+
+
+def _unpack(vectors: bytes) -> tuple[Vector, Vector | None, Vector]:
+    t = object.__new__(Turn)
+    object.__setattr__(t, "vectors", vectors)
+    return t.decoded()
 
 
 @dataclass(frozen=True)

@@ -679,9 +679,9 @@ def test_answer_variants_store_the_answer_vector_they_name() -> None:
         stored[mode] = db.add("s", "Who built it?", passages, answer).turn
     assert stored["none"].response_vector is None
     np.testing.assert_allclose(stored["chars8"].response_vector, emb.encode([answer[:8]])[0],
-                               atol=1e-3)  # turns keep float16
+                               atol=3e-3)  # turns keep int8 codes
     np.testing.assert_allclose(stored["top"].response_vector,
-                               stored["top"].passage_vectors[0], atol=1e-3)
+                               stored["top"].passage_vectors[0], atol=3e-3)
 
 
 def test_the_clarity_gated_baseline_searches_a_clear_question_as_is() -> None:

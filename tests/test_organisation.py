@@ -342,16 +342,17 @@ def test_split_of_a_large_cluster_looks_at_its_newest_members() -> None:
 
 
 def test_group_rows_stay_in_step_with_members_through_inserts_and_deletes() -> None:
+    from dhrag_core.compact import rounded
     from dhrag_core.index import RowBuffer as _Rows
 
     rng = np.random.default_rng(9)
-    rows = [rng.standard_normal(4).astype(np.float32) for _ in range(3)]
+    rows = [rounded(rng.standard_normal(4)) for _ in range(3)]  # rows keep rounded values
     buf = _Rows(np.stack(rows))
     for step in range(300):
         op = rng.integers(0, 4)
         if op < 2 or not rows:  # mostly append the newest, sometimes insert in the middle
             at = len(rows) if op == 0 else int(rng.integers(0, len(rows) + 1))
-            v = rng.standard_normal(4).astype(np.float32)
+            v = rounded(rng.standard_normal(4))
             rows.insert(at, v)
             buf.insert(at, v)
         else:  # mostly drop the oldest, sometimes another
@@ -421,8 +422,10 @@ def test_vector_index_matches_a_brute_force_scan_through_growth_reuse_and_reserv
 def test_ordered_members_keep_turn_order_sum_and_rows_in_step() -> None:
     """The one structure behind chains and summary nodes: members sorted by turn index, the
     vector sum and the stacked rows agree after adds and discards in any order."""
+    from dhrag_core.compact import rounded
+
     rng = np.random.default_rng(3)
-    vectors = {f"t{i}": noisy(unit(1), rng, 0.5) for i in range(8)}
+    vectors = {f"t{i}": rounded(noisy(unit(1), rng, 0.5)) for i in range(8)}
     node = OrderedMembers(DIM, rows=True)
     for i in (4, 1, 6, 0, 7, 3):
         node.add(f"t{i}", vectors[f"t{i}"], i)

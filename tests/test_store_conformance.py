@@ -88,8 +88,9 @@ def assert_same_turn(a: Turn, b: Turn) -> None:
         if x is None:
             assert y is None, name
             continue
-        assert y.dtype == np.float16 and y.shape == x.shape, name  # turns keep float16
+        assert y.dtype == np.float32 and y.shape == x.shape, name  # decoded from int8
         assert x.tobytes() == y.tobytes(), f"{name} not bit-exact"
+    assert a.vectors == b.vectors, "the int8 codes and scales come back as stored"
 
 
 # -- the protocol ------------------------------------------------------------------------

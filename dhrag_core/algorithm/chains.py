@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import bisect
 from collections import Counter
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 
 import numpy as np
 
@@ -134,13 +134,13 @@ class ChainTracker:
         self._sync(chain, latest)
 
     def window(
-        self, chain_id: int, vectors: Mapping[str, Floats], size: int
+        self, chain_id: int, rows: Callable[[Sequence[str]], np.ndarray], size: int
     ) -> tuple[list[str], list[int], np.ndarray]:
-        """The chain's latest ``size`` members: ids, turn indexes and vectors (oldest first)."""
+        """The chain's latest ``size`` members: ids, turn indexes and vectors (oldest first),
+        the vectors stacked by ``rows`` from the tree's one copy of each."""
         chain = self.chains[chain_id]
         ids = chain.members[-size:]
-        # stacked from the tree's one copy of each vector: a window is a few rows
-        return ids, chain.indexes[-size:], np.stack([vectors[m] for m in ids], dtype=np.float32)
+        return ids, chain.indexes[-size:], rows(ids)
 
     def relevance(
         self, vector: Vector, matched: Mapping[int, float]

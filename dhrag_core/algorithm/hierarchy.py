@@ -2,7 +2,7 @@
 
 Summary nodes are the turns of one cluster that also share a chain (one thread within one
 topic); their vectors are running sums, kept up to date as turns come, go and move. A summary
-node also holds its turns' topic vectors, stacked: the tree's one copy of each.
+node also holds its turns' topic vectors, stacked and int8-coded: the tree's one copy of each.
 Matching walks the tree top-down and scores only the children of the best nodes, so it
 compares the query with far fewer vectors than a flat scan once the history is large; below
 ``min_tree_turns`` it scans flat.
@@ -19,11 +19,11 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from dhrag_core import compact
 from dhrag_core.algorithm.chains import ChainTracker
 from dhrag_core.algorithm.clustering import TopicClusters
 from dhrag_core.algorithm.members import OrderedMembers
 from dhrag_core.embedding import l2_normalise
-from dhrag_core.index import inner_products
 from dhrag_core.records import Turn, Vector
 from dhrag_core.settings import Settings
 
@@ -37,11 +37,12 @@ def topic_vector(turn: Turn, response_weight: float = 3.0, passage_weight: float
     passages shown with them do. The weights come from ``Settings`` (``topic_answer_weight``,
     ``topic_passage_weight``).
     """
-    v = turn.query_vector.astype(np.float64).copy()
-    if turn.response_vector is not None:
-        v += response_weight * turn.response_vector
-    if len(turn.passage_vectors):
-        v += passage_weight * turn.passage_vectors.mean(axis=0, dtype=np.float64)
+    query, response, passages = turn.decoded()
+    v = query.astype(np.float64)
+    if response is not None:
+        v += response_weight * response
+    if len(passages):
+        v += passage_weight * passages.mean(axis=0, dtype=np.float64)
     out: Vector = l2_normalise(v)[0]
     return out
 
@@ -59,8 +60,7 @@ class SummaryNode:
 
 
 class _TopicVectors(Mapping[str, Vector]):
-    """Topic vectors by turn id, read from the summary nodes' rows: a value is a view, valid
-    until the tree next changes."""
+    """Topic vectors by turn id, decoded from the summary nodes' rows (each a new array)."""
 
     def __init__(self, tree: SessionTree) -> None:
         self._tree = tree
@@ -112,7 +112,7 @@ class SessionTree:
         self.chains = ChainTracker(dimension, threshold=settings.chain_threshold)
         self.dimension = dimension
         self.vectors: Mapping[str, Vector] = _TopicVectors(self)
-        """Topic vectors by turn id (float16 values, as float32): the summary nodes' rows."""
+        """Topic vectors by turn id (``compact.rounded``): the summary nodes' rows."""
         self.index_of: dict[str, int] = {}
         self.comparisons = 0
         # summary nodes: (cluster id, chain id) -> members in turn order and their vector sum
@@ -136,7 +136,7 @@ class SessionTree:
             return None
         node = self._nodes[key]
         index = self.index_of[turn_id]
-        vector: Vector = node.row(node.position(turn_id, index)).copy()
+        vector = node.row(node.position(turn_id, index))
         node.discard(turn_id, vector, index)
         if not node.members:
             del self._nodes[key]
@@ -146,17 +146,32 @@ class SessionTree:
     def __len__(self) -> int:
         return len(self.index_of)
 
+    def topic_rows(self, turn_ids: Sequence[str]) -> Vector:
+        """The topic vectors of ``turn_ids``, stacked: each summary node's rows decoded in one
+        go, not one by one."""
+        out = np.empty((len(turn_ids), self.dimension), dtype=np.float32)
+        groups: dict[tuple[int, int], tuple[list[int], list[int]]] = defaultdict(
+            lambda: ([], []))
+        for i, tid in enumerate(turn_ids):
+            key = self._node_of[tid]
+            ats, positions = groups[key]
+            ats.append(i)
+            positions.append(self._nodes[key].position(tid, self.index_of[tid]))
+        for key, (ats, positions) in groups.items():
+            out[ats] = self._nodes[key].rows_at(np.asarray(positions))
+        return out
+
     def _age(self, turn_id: str) -> int:
         """Turn index (the turn being inserted is newer than every stored one)."""
         return self.index_of.get(turn_id, 1 << 62)
 
     def topic(self, turn: Turn) -> Vector:
-        """``topic_vector`` with this tree's weights, rounded to float16 values like a turn's
-        own vectors (kept as float32: the rows are scanned per query)."""
+        """``topic_vector`` with this tree's weights, rounded as the summary nodes store it
+        (``compact.rounded``): the value added to every running sum is the one later read
+        back and subtracted."""
         cfg = self.settings
-        v = topic_vector(turn, cfg.topic_answer_weight, cfg.topic_passage_weight)
-        out: Vector = v.astype(np.float16).astype(np.float32)
-        return out
+        return compact.rounded(topic_vector(turn, cfg.topic_answer_weight,
+                                            cfg.topic_passage_weight))
 
     # -- upkeep -------------------------------------------------------------------------------
 
@@ -207,7 +222,7 @@ class SessionTree:
     def chain_window(self, chain_id: int, size: int) -> tuple[list[str], list[int], np.ndarray]:
         """The chain's latest ``size`` members: ids, turn indexes and topic vectors, oldest
         first."""
-        return self.chains.window(chain_id, self.vectors, size)
+        return self.chains.window(chain_id, self.topic_rows, size)
 
     def chain_ages(self, chain_id: int, indexes: Sequence[int]) -> list[int]:
         """Turns of the chain from each given turn index on (1: its latest turn)."""
@@ -281,7 +296,7 @@ class SessionTree:
             return []
         if not hierarchical or len(self.index_of) < cfg.min_tree_turns:
             ids = list(self.index_of)
-            sims = np.stack([self.vectors[i] for i in ids]) @ query
+            sims = self.topic_rows(ids) @ query
             self.comparisons += len(ids)
             order = _top(sims, cfg.tree_turns)
             return [TreeMatch(ids[i], float(sims[i]), self.clusters.of.get(ids[i], -1), None)
@@ -300,7 +315,7 @@ class SessionTree:
         for n, node in enumerate(best_nodes):
             members = self._nodes[(node.cluster_id, node.chain_id)]
             ids = members.members
-            parts.append(inner_products(members.rows(), query))
+            parts.append(members.products(query))
             found.extend(ids)
             owner.append(np.full(len(ids), n))
         sims = np.concatenate(parts)

@@ -1,5 +1,5 @@
 """Turns of one tree node in turn order, with their running vector sum (and, for a summary
-node, their vectors: the one copy the tree keeps).
+node, their vectors, int8-coded: the one copy the tree keeps).
 
 A chain (thread) and a summary node are both such a node: their latest member and member
 order matter, and their mean vector is matched against queries.
@@ -20,7 +20,9 @@ __all__ = ["OrderedMembers"]
 class OrderedMembers:
     """Member turn ids sorted by turn index (``members[-1]`` is the latest) and the running
     sum of their vectors; with ``rows=True`` also their vectors, stacked in member order and
-    kept in step with every add and discard (``rows``, ``row``)."""
+    kept in step with every add and discard (``rows``, ``row``, ``products``) as int8 codes:
+    vectors already ``compact.rounded`` read back exactly, so a discard that subtracts the
+    stored row cancels the add."""
 
     __slots__ = ("_rows", "indexes", "members", "total")
 
@@ -57,13 +59,23 @@ class OrderedMembers:
             self._rows.delete(at)
         self.total = self.total - vector.astype(np.float64)
 
-    def rows(self) -> Vector:
-        """The members' vectors stacked in member order (a view, valid until the next change)."""
+    def _buffer(self) -> RowBuffer:
         if self._rows is None:
             raise ValueError("this node keeps no rows (OrderedMembers(rows=True) does)")
-        return self._rows.view()
+        return self._rows
+
+    def rows(self) -> Vector:
+        """The members' vectors stacked in member order (decoded: a new array)."""
+        return self._buffer().view()
 
     def row(self, at: int) -> Vector:
-        """The vector of the member at position ``at`` (a view, valid until the next change)."""
-        out: Vector = self.rows()[at]
-        return out
+        """The vector of the member at position ``at`` (decoded: a new array)."""
+        return self._buffer().row(at)
+
+    def rows_at(self, positions: np.ndarray) -> Vector:
+        """The vectors of the members at ``positions`` (decoded: a new array)."""
+        return self._buffer().rows_at(positions)
+
+    def products(self, query: Vector) -> np.ndarray:
+        """The members' inner products with ``query``, in member order, from the codes."""
+        return self._buffer().products(query)

@@ -9,7 +9,7 @@ from typing import Protocol, runtime_checkable
 import numpy as np
 
 from dhrag_core.embedding import tokens
-from dhrag_core.records import Turn
+from dhrag_core.records import Turn, query_vectors
 
 __all__ = ["ExtractiveSummariser", "Summariser"]
 
@@ -46,7 +46,7 @@ class ExtractiveSummariser:
     def summarise(self, turns: Sequence[Turn]) -> str:
         if not turns:
             return ""
-        vecs = np.stack([t.query_vector for t in turns]).astype(np.float32)
+        vecs = query_vectors(turns)
         central = turns[int(np.argmax(vecs @ vecs.mean(axis=0)))]
         counts = Counter(w for t in turns for w in self._words(t))
         terms = [w for w, _ in counts.most_common(self.n_terms)]

@@ -17,7 +17,7 @@ from dhrag_core.algorithm.hierarchy import TreeMatch
 from dhrag_core.algorithm.summaries import Summariser
 from dhrag_core.history.labels import cluster_labels, summary_text
 from dhrag_core.history.session import SessionState, Threads
-from dhrag_core.records import SelectedTurn, Turn, Vector
+from dhrag_core.records import SelectedTurn, Turn, Vector, query_vectors
 from dhrag_core.settings import Settings
 
 __all__ = ["Selector"]
@@ -164,8 +164,8 @@ class Selector:
         """Similarities the candidates' relevance is taken from (``Settings.relevance``): of
         their queries, of their topic vectors, or the larger of the two."""
         mode = self.settings.relevance
-        q_sims = np.stack([t.query_vector for t in turns]).astype(np.float32) @ qv
+        q_sims = query_vectors(turns) @ qv
         if mode == "query":
             return q_sims
-        t_sims = np.stack([s.tree.vectors[i] for i in ids]).astype(np.float32) @ qv
+        t_sims = s.tree.topic_rows(ids) @ qv
         return t_sims if mode == "topic" else np.maximum(q_sims, t_sims)

@@ -44,7 +44,7 @@ class SessionState:
         self.turns: dict[str, Turn] = {}
         self.next_index = 0
         self.latest: str | None = None
-        self.queries: VectorIndex[str] = VectorIndex(self.dimension)
+        self.queries: VectorIndex[str] = VectorIndex(self.dimension, compact=True)
         self.slot_index = np.zeros(0, dtype=np.float64)
         self.slot_time = np.zeros(0, dtype=np.float64)
         self.tree = SessionTree(self.dimension, self.settings)
@@ -94,8 +94,9 @@ class SessionState:
             self.queries.reserve(self.queries.n_slots + len(turns))
         for at in range(0, len(turns), _PUT_CHUNK):
             chunk = turns[at : at + _PUT_CHUNK]
-            self.queries.add([t.turn_id for t in chunk],
-                             np.stack([t.query_vector for t in chunk]))
+            coded = [t.query_codes for t in chunk]
+            self.queries.add_codes([t.turn_id for t in chunk], np.stack([c for c, _ in coded]),
+                                   np.array([s for _, s in coded], dtype=np.float32))
         n = self.queries.n_slots
         if self.slot_index.size < n:
             size = max(2 * self.slot_index.size, n)

@@ -20,6 +20,7 @@ from typing import Any
 
 import numpy as np
 
+from dhrag_core import compact
 from dhrag_core.algorithm import scoring
 from dhrag_core.history.selection import Selector
 from dhrag_core.history.session import SessionState
@@ -98,7 +99,9 @@ class UpdateRule:
         items = [replace(p, vector=None) if p.vector is not None else p for p in items]
         index = s.next_index
         slots, sims = s.similarities(qv)
-        dup = self._near_duplicate(s, slots, sims, response, rv)
+        # the response as the turn will store it: the one both sides of a comparison keep
+        stored_rv = None if rv is None else compact.rounded(rv)
+        dup = self._near_duplicate(s, slots, sims, response, stored_rv)
         if dup is not None:
             turn = self._merged(dup, index, query, items, response, meta, vectors, now)
         else:
@@ -163,14 +166,14 @@ class UpdateRule:
         room = max(self.settings.max_passages - len(items), 0)
         keep = keep[:room]
         passages = tuple(items) + tuple(old.passages[i] for i in keep)
-        merged_vectors = (np.concatenate([pv, old.passage_vectors[keep].astype(np.float32)])
+        merged_vectors = (np.concatenate([pv, old.passage_vectors[keep]])
                           if keep else pv)
-        return replace(
-            old, index=index, query=query, passages=passages,
-            response=response or old.response, timestamp=now, query_vector=qv,
-            response_vector=rv if rv is not None else old.response_vector,
-            passage_vectors=np.ascontiguousarray(merged_vectors, dtype=np.float16),
-            metadata={**old.metadata, **meta}, merges=old.merges + 1,
+        return Turn(
+            session_id=old.session_id, turn_id=old.turn_id, index=index, query=query,
+            passages=passages, response=response or old.response, timestamp=now,
+            query_vector=qv, response_vector=rv if rv is not None else old.response_vector,
+            passage_vectors=merged_vectors, metadata={**old.metadata, **meta},
+            merges=old.merges + 1, cluster_id=old.cluster_id, chain_id=old.chain_id,
         )
 
     def _eviction(

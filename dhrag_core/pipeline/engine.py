@@ -295,10 +295,10 @@ class DHRAG:
         cfg = self.settings
         candidates = [Candidate(p, v, "kb") for p, v in zip(kb, vectors, strict=True)]
         # a passage also in the knowledge base scores with its one float32 vector, so that
-        # float16 rounding of the stored copy never decides between the two
+        # the int8 rounding of the stored copy never decides between the two
         exact = {p.key: v for p, v in zip(kb, vectors, strict=True)}
         for s in history if cfg.use_integration else ():
-            stored = s.turn.passage_vectors.astype(np.float32)
+            stored = s.turn.passage_vectors
             candidates.extend(
                 Candidate(p, exact.get(p.key, stored[i]), "history", s)
                 for i, p in enumerate(s.turn.passages)
