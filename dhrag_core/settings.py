@@ -139,7 +139,7 @@ class Settings:
     thread_recency: float = 0.2
     thread_half_life: float = 2.0
     thread_link: float | None = 0.3
-    thread_switch: float | None = 0.4
+    thread_switch: float | None = 0.2
     thread_variants: int = 3
     hedge_margin: float | None = 0.25
     search_raw_query: bool = False
