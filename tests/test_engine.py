@@ -102,6 +102,31 @@ def test_integration_scores_each_candidate_by_its_best_query() -> None:
     assert both[1].similarity == pytest.approx(float(vecs[0] @ q))
 
 
+def test_answer_bonus_lifts_the_history_passage_the_answer_drew_on() -> None:
+    from dhrag_core.records import SelectedTurn, Turn
+
+    e = np.eye(4, dtype=np.float32)
+    x, y = l2_normalise(np.array([[0.6, 0.8, 0, 0], [0.6, 0, 0.8, 0]]))
+
+    def selected(answer: np.ndarray | None) -> SelectedTurn:
+        turn = Turn(session_id="s", turn_id="t", index=0, query="q", passages=(),
+                    response="a", timestamp=0.0, query_vector=e[0], response_vector=answer,
+                    passage_vectors=np.zeros((0, 4), dtype=np.float32))
+        return SelectedTurn(turn=turn, relevance=1.0, recency=1.0, weight=0.5, via=("chain",),
+                            cluster_id=0, cluster_label="", summary=None, chain_id=0)
+
+    def ranked(answer: np.ndarray | None, bonus: float) -> list[str | None]:
+        sel = selected(answer)
+        cands = [Candidate(Passage("y", id="y"), y, "history", sel),
+                 Candidate(Passage("x", id="x"), x, "history", sel)]
+        items = integrate(e[0], cands, 10, temperature=0.1, answer_bonus=bonus)
+        return [i.passage.id for i in items]
+
+    assert ranked(e[1], 0.0) == ["y", "x"], "equal similarity: candidate order"
+    assert ranked(e[1], 1.0) == ["x", "y"], "the answer drew on x"
+    assert ranked(None, 1.0) == ["y", "x"], "no answer vector: no support"
+
+
 @pytest.mark.parametrize("variants", [1, 2])
 def test_the_knowledge_base_is_searched_inside_each_candidate_thread(variants: int) -> None:
     emb = HashingEmbedder()

@@ -40,11 +40,17 @@ class Candidate:
     selected: SelectedTurn | None = None
 
 
-def _answer_support(c: Candidate) -> float:
-    """How much the earlier answer drew on this history passage: cos(response, passage)."""
-    if c.selected is None or c.selected.turn.response_vector is None:
+def _answer_support(c: Candidate, answers: dict[str, Vector | None]) -> float:
+    """How much the earlier answer drew on this history passage: cos(response, passage).
+    ``answers`` keeps each turn's decoded answer vector for the other passages of that turn."""
+    if c.selected is None:
         return 0.0
-    answer = c.selected.turn.response_vector.astype(np.float32)
+    turn = c.selected.turn
+    if turn.turn_id not in answers:
+        answers[turn.turn_id] = turn.response_vector
+    answer = answers[turn.turn_id]
+    if answer is None:
+        return 0.0
     return float(np.clip(answer @ c.vector, 0.0, 1.0))
 
 
@@ -73,8 +79,11 @@ def integrate(
     q = queries if matrix is None or not weighted else (queries @ matrix).astype(np.float32)
     bilinear = (d @ q.T).max(axis=1)
     hist = np.array([c.selected.weight if c.selected is not None else 0.0 for c in candidates])
-    used = np.array([_answer_support(c) for c in candidates])
-    extra = history_bonus * hist + answer_bonus * hist * used
+    extra = history_bonus * hist
+    if answer_bonus:
+        answers: dict[str, Vector | None] = {}
+        used = np.array([_answer_support(c, answers) for c in candidates])
+        extra = extra + answer_bonus * hist * used
     logits = (bilinear + extra) / temperature if weighted else sims / temperature
     best: dict[str, int] = {}
     for i, c in enumerate(candidates):
