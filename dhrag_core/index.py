@@ -149,6 +149,7 @@ class VectorIndex(Generic[K]):
                 self._keys.append(keys[row])
                 self._slot[keys[row]] = start + i
             self._live[start:end] = True
+
     def remove(self, keys: list[K]) -> None:
         """Forget keys (unknown keys are ignored); their slots are reused by later adds."""
         for key in keys:

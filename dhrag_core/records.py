@@ -14,7 +14,6 @@ from dhrag_core import compact
 from dhrag_core.compact import Codes
 
 __all__ = [
-    "Compact",
     "ContextItem",
     "Floats",
     "HistoryHit",
@@ -27,8 +26,6 @@ __all__ = [
 ]
 
 Vector = npt.NDArray[np.float32]
-Compact = npt.NDArray[np.float16]
-"""A float16 vector (what turns kept before their int8 codes, ``dhrag_core.compact``)."""
 Floats = npt.NDArray[np.floating[Any]]
 """A float vector of either width."""
 
