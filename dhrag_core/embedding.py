@@ -121,7 +121,9 @@ def tokens(text: str) -> list[str]:
 
 def token_set(text: str) -> frozenset[str]:
     """``set(tokens(text))``, stemming each distinct word once."""
-    return frozenset(_stem(w) for w in set(_TOKEN.findall(text.lower())) - _STOPWORDS)
+    words = set(_TOKEN.findall(text.lower()))
+    words -= _STOPWORDS
+    return frozenset([_stem(w) for w in words])
 
 
 class HashingEmbedder:

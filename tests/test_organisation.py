@@ -77,6 +77,15 @@ def test_keyword_labels_prefer_distinctive_terms() -> None:
     assert "bond" in labels[1] and "interest" in labels[1]
 
 
+def test_keyword_labels_of_some_groups_still_contrast_with_the_others() -> None:
+    groups = {0: ["guinea guinea diet", "guinea cage diet"], 1: ["guinea bond"]}
+    assert keyword_labels({0: groups[0]}, n_terms=1) == {0: "guinea"}, "the most frequent"
+    assert keyword_labels(groups, n_terms=1, only=[0]) == {0: "diet"}, (
+        "guinea occurs in group 1 too: diet is the more distinctive"
+    )
+    assert keyword_labels(groups, n_terms=1, only=[]) == {}
+
+
 def test_chains_link_related_turns_and_rejoin_an_earlier_thread() -> None:
     tracker = ChainTracker(DIM, threshold=0.8)
     wall, pig = unit(1), unit(0, 1)
@@ -372,6 +381,10 @@ def test_select_threads_selects_inside_the_runner_up_threads_too(clock: FakeCloc
     assert {p.turn.query for p in second} <= {q for q, _ in BONDS} and second
     assert len({p.chain_id for p in second}) == 1 != first[0].chain_id
     assert len(db.select_threads("s", RETURN, 5)) == 2, "one list per thread there is"
+    assert all(p.summary and p.cluster_label for p in first), "T*'s turns are described"
+    assert all(p.summary is None and p.cluster_label == "" for p in second), (
+        "the runner-ups only shape the search: no labels or summaries computed for them"
+    )
     flat = _switch_and_return(Settings(history_turns=3, use_chains=False, hedge_margin=None),
                               clock)
     assert len(flat.select_threads("s", RETURN, 3)) == 1

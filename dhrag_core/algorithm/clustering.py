@@ -9,6 +9,7 @@ labels come from the current texts, so the vocabulary is never frozen.
 
 from __future__ import annotations
 
+import functools
 import heapq
 import math
 from collections import Counter
@@ -221,21 +222,33 @@ class TopicClusters:
         return changed
 
 
+@functools.lru_cache(maxsize=4096)
+def _terms(text: str) -> tuple[str, ...]:
+    """A text's content words; cached, as a cluster's label re-reads its members' texts."""
+    return tuple(tokens(text))
+
+
 def keyword_labels(
-    groups: Mapping[int, Iterable[str]], n_terms: int = 3
+    groups: Mapping[int, Iterable[str]], n_terms: int = 3, only: Iterable[int] | None = None,
 ) -> dict[int, str]:
-    """Class-based TF-IDF keywords per group of texts (terms frequent here, rare elsewhere)."""
-    counts = {g: Counter(t for text in texts for t in tokens(text)) for g, texts in groups.items()}
+    """Class-based TF-IDF keywords per group of texts (terms frequent here, rare elsewhere),
+    for the groups in ``only`` (default: all; the others still count as "elsewhere")."""
+    counts: dict[int, Counter[str]] = {}
+    for g, texts in groups.items():
+        c = counts[g] = Counter()
+        for text in texts:
+            c.update(_terms(text))
     df: Counter[str] = Counter()
     for c in counts.values():
         df.update(set(c))
     n = max(len(counts), 1)
     labels = {}
-    for g, c in counts.items():
+    for g in counts if only is None else only:
+        c = counts[g]
         total = sum(c.values()) or 1
-        scored = sorted(
-            c, key=lambda t: (-(c[t] / total) * math.log(1 + n / df[t]), t)
+        best = heapq.nsmallest(
+            n_terms, c, key=lambda t: (-(c[t] / total) * math.log(1 + n / df[t]), t)
         )
-        labels[g] = ", ".join(scored[:n_terms])
+        labels[g] = ", ".join(best)
     return labels
 

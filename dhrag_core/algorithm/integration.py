@@ -76,8 +76,10 @@ def integrate(
     d = np.stack([c.vector for c in candidates]).astype(np.float32)
     queries = np.atleast_2d(query)
     sims = (d @ queries.T).max(axis=1)
-    q = queries if matrix is None or not weighted else (queries @ matrix).astype(np.float32)
-    bilinear = (d @ q.T).max(axis=1)
+    if matrix is None or not weighted:
+        bilinear = sims
+    else:
+        bilinear = (d @ (queries @ matrix).astype(np.float32).T).max(axis=1)
     hist = np.array([c.selected.weight if c.selected is not None else 0.0 for c in candidates])
     extra = history_bonus * hist
     if answer_bonus:

@@ -48,6 +48,8 @@ class ExtractiveSummariser:
             return ""
         vecs = query_vectors(turns)
         central = turns[int(np.argmax(vecs @ vecs.mean(axis=0)))]
-        counts = Counter(w for t in turns for w in self._words(t))
+        counts: Counter[str] = Counter()
+        for t in turns:
+            counts.update(self._words(t))
         terms = [w for w, _ in counts.most_common(self.n_terms)]
         return f"{central.query} [{', '.join(terms)}]" if terms else central.query

@@ -191,7 +191,8 @@ class HistoryDatabase:
 
         The first list is ``select``'s (inside T*); the others select the same way inside the
         runner-up threads whose relevance is within ``Settings.hedge_margin`` of T*'s, best
-        first, so a caller can hedge when the thread is uncertain.
+        first, so a caller can hedge when the thread is uncertain. Their turns carry no
+        cluster label or summary text (computing those is not free, and only T*'s are shown).
         Without chains (``use_chains=False``) or history there is one list.
         """
         check_session_id(session_id)

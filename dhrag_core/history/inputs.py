@@ -79,6 +79,19 @@ def _passage_words(text: str) -> frozenset[str]:
     return token_set(text)
 
 
+def _check_vectors(vectors: Sequence[Any], names: Sequence[str], dimension: int) -> Vector:
+    """``check_vector`` of each vector, in one pass over the stacked rows."""
+    rows = [np.asarray(v, dtype=np.float32) for v in vectors]
+    for name, a in zip(names, rows, strict=True):
+        if a.shape != (dimension,):
+            check_vector(name, a, dimension)
+    stacked = np.stack(rows)
+    if not np.isfinite(stacked).all():
+        bad = int(np.flatnonzero(~np.isfinite(stacked).all(axis=1))[0])
+        check_vector(names[bad], rows[bad], dimension)
+    return l2_normalise(stacked)
+
+
 def answer_shares(response: str, passages: Sequence[Passage]) -> np.ndarray | None:
     """Weights of the passages in a response's derived vector: the squared share of the
     response's content words that each passage contains; None when no passage shares one."""
@@ -120,9 +133,11 @@ def encode_turn(
         rv = enc[pos]
         pos += 1
     pv = np.zeros((len(items), dim), dtype=np.float32)
-    for i, p in enumerate(items):
-        if p.vector is not None:
-            pv[i] = check_vector(f"passages[{i}].vector", p.vector, dim)
+    given = [i for i, p in enumerate(items) if p.vector is not None]
+    if given:
+        pv[given] = _check_vectors(
+            [items[i].vector for i in given], [f"passages[{i}].vector" for i in given], dim
+        )
     if missing:
         pv[missing] = enc[pos:]
     if shares is not None:

@@ -50,8 +50,7 @@ def cluster_labels(s: SessionState, cluster_ids: AbstractSet[int],
         for cid in [*stale, *others]:
             members = tree.latest_members(cid, sample)
             groups[cid] = [f"{s.turns[m].query} {s.turns[m].response}" for m in members]
-        for cid, label in keyword_labels(groups).items():
-            if cid in stale:
-                s.labels[cid] = (len(tree.cluster_members(cid)), label)
-                out[cid] = label
+        for cid, label in keyword_labels(groups, only=stale).items():
+            s.labels[cid] = (len(tree.cluster_members(cid)), label)
+            out[cid] = label
     return out

@@ -39,7 +39,8 @@ class Selector:
     ) -> list[list[SelectedTurn]]:
         """The selection inside each of the ``n`` threads the query most likely continues, T*
         first, runner-ups only within ``hedge_margin`` of T*'s relevance; one list without
-        chains (``use_chains=False``) or history."""
+        chains (``use_chains=False``) or history. Only T*'s turns carry their cluster label
+        and summary text: the runner-ups' shape the search and are not shown."""
         if not s.turns:
             return [[]]
         if not self.settings.use_chains:
@@ -51,7 +52,8 @@ class Selector:
         top = threads[0][1]
         kept = [t for i, (t, rel) in enumerate(threads[:n])
                 if i == 0 or margin is None or rel >= top - margin]
-        return [self._select_in_thread(s, qv, t, matches, clock) for t in kept]
+        return [self._select_in_thread(s, qv, t, matches, clock, describe=i == 0)
+                for i, t in enumerate(kept)]
 
     def continued_thread(self, s: SessionState, qv: Vector) -> int | None:
         """The thread a new turn joins because its query continues it (``thread_link``): the
@@ -99,7 +101,7 @@ class Selector:
 
     def _select_in_thread(
         self, s: SessionState, qv: Vector, thread: int, matches: Sequence[TreeMatch],
-        clock: Clock,
+        clock: Clock, *, describe: bool = True,
     ) -> list[SelectedTurn]:
         """DH-RAG selection inside ``thread``: its matched turns, its best turn and its latest,
         with recency counted in turns of that thread (other threads' turns do not age it)."""
@@ -117,7 +119,7 @@ class Selector:
         via.setdefault(members[int(np.argmax(weight))], []).append("chain")
         via.setdefault(members[-1], []).append("recent")
         ages_in_thread = tree.chain_ages(thread, [s.turns[t].index for t in via])
-        return self._weigh(s, qv, via, ages_in_thread, clock)
+        return self._weigh(s, qv, via, ages_in_thread, clock, describe=describe)
 
     def _select_flat(self, s: SessionState, qv: Vector, clock: Clock) -> list[SelectedTurn]:
         """Selection without threads (``use_chains=False``): matched turns and the latest turn
@@ -131,9 +133,11 @@ class Selector:
         return self._weigh(s, qv, via, [s.next_index - s.turns[t].index for t in via], clock)
 
     def _weigh(self, s: SessionState, qv: Vector, via: dict[str, list[str]],
-               ages: Sequence[float], clock: Clock) -> list[SelectedTurn]:
+               ages: Sequence[float], clock: Clock, *, describe: bool = True,
+               ) -> list[SelectedTurn]:
         """Weigh the candidates ``alpha * relevance + (1 - alpha) * recency`` (relevance
-        sharpened around the best one) and keep the ``history_turns`` best."""
+        sharpened around the best one) and keep the ``history_turns`` best; with
+        ``describe``, each with its cluster's label and its summary node's text."""
         cfg = self.settings
         alpha = cfg.alpha if cfg.use_recency else 1.0
         ids = list(via)
@@ -147,13 +151,14 @@ class Selector:
         weight = scoring.combined_weight(rel, rec, alpha)
         order = np.lexsort((-np.array([t.index for t in turns]), -weight))
         chosen = [int(i) for i in order[: cfg.history_turns]]
-        labels = cluster_labels(s, {turns[i].cluster_id for i in chosen})
+        labels = cluster_labels(s, {turns[i].cluster_id for i in chosen}) if describe else {}
         return [
             SelectedTurn(
                 turn=turns[i], relevance=float(rel[i]), recency=float(rec[i]),
                 weight=float(weight[i]), via=tuple(via[ids[i]]), cluster_id=turns[i].cluster_id,
                 cluster_label=labels.get(turns[i].cluster_id, ""),
-                summary=summary_text(s, self.summariser, turns[i]), chain_id=turns[i].chain_id,
+                summary=summary_text(s, self.summariser, turns[i]) if describe else None,
+                chain_id=turns[i].chain_id,
             )
             for i in chosen
         ]
