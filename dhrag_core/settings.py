@@ -141,7 +141,7 @@ class Settings:
     thread_link: float | None = 0.3
     thread_switch: float | None = 0.2
     thread_variants: int = 3
-    hedge_margin: float | None = 0.25
+    hedge_margin: float | None = 0.2
     search_raw_query: bool = False
     clarity_threshold: float | None = 0.66
     use_clustering: bool = True

@@ -120,3 +120,24 @@ def test_ctrl_c_during_start_up_exits_quietly(tmp_path: Path) -> None:
         # -2: killed by SIGINT after the message (what a shell also reports as 130)
         assert proc.returncode in (130, -signal.SIGINT), (command, delay, err)
         assert "Traceback" not in err and err.rstrip().endswith("interrupted"), err
+
+
+def test_exit_on_interrupt_leaves_at_once_and_restores_the_handler_after() -> None:
+    script = (
+        "import os, signal, time\n"
+        "from dhrag_core.app.interrupt import exit_on_interrupt\n"
+        "with exit_on_interrupt('x'):\n"
+        "    pass\n"
+        "try:\n"
+        "    os.kill(os.getpid(), signal.SIGINT); time.sleep(5)\n"
+        "except KeyboardInterrupt:\n"
+        "    print('restored')\n"
+        "with exit_on_interrupt('dhrag x'):\n"
+        "    os.kill(os.getpid(), signal.SIGINT); time.sleep(5)\n"
+        "print('not reached')\n"
+    )
+    proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
+                          timeout=60)
+    assert proc.returncode == 130, proc.stderr
+    assert proc.stdout == "restored\n"
+    assert proc.stderr == "dhrag x: interrupted\n"

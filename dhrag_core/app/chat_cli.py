@@ -23,6 +23,7 @@ from dhrag_core.app.chat import (
     printable,
     render,
 )
+from dhrag_core.app.interrupt import exit_on_interrupt
 from dhrag_core.embedding import Embedder, HashingEmbedder, MiniLMEmbedder
 from dhrag_core.history import HistoryDatabase
 from dhrag_core.knowledge.embed_cache import warm_up
@@ -312,8 +313,9 @@ def run_chat(args: argparse.Namespace, stdin: TextIO | None = None,
         store = _store_url(args.store)
         history = HistoryDatabase(embedder=embedder, store=store)
         earlier = history.size(session_id)  # fails fast on a bad store
-        warm_up(embedder, "dhrag chat")
-        kb = load_kb(args.kb, embedder, min_words=args.min_words, max_words=args.max_words)
+        with exit_on_interrupt("dhrag chat"):
+            warm_up(embedder, "dhrag chat")
+            kb = load_kb(args.kb, embedder, min_words=args.min_words, max_words=args.max_words)
         rewriter = LLMRewriter(llm) if llm is not None and args.llm_rewrite else None
         rag = DHRAG(kb, history=history, rewriter=rewriter)
         session = ChatSession(rag, session_id, llm=llm, store_url=store, k=k,

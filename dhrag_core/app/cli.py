@@ -20,6 +20,7 @@ from dhrag_core.app.chat_cli import (
     run_sessions,
 )
 from dhrag_core.app.demo import DEMO_TURNS, load_demo_kb
+from dhrag_core.app.interrupt import exit_on_interrupt
 from dhrag_core.embedding import MiniLMEmbedder
 from dhrag_core.knowledge.embed_cache import status, warm_up
 from dhrag_core.pipeline.engine import DHRAG
@@ -66,7 +67,8 @@ def run_demo(args: argparse.Namespace) -> int:
         sys.stderr.write(f"dhrag demo: error: {exc}\n")
         return 2
     embedder = MiniLMEmbedder()
-    warm_up(embedder, "dhrag demo")
+    with exit_on_interrupt("dhrag demo"):
+        warm_up(embedder, "dhrag demo")
     kb = load_demo_kb(embedder)
     rag = DHRAG(kb, embedder=embedder, store=store, settings=Settings())
     raw = DHRAG(kb, embedder=embedder, settings=Settings(use_rewrite=False, history_turns=1))

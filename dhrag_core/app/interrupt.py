@@ -1,0 +1,36 @@
+"""Ctrl-C while torch imports or a model loads: exit at once, quietly.
+
+A KeyboardInterrupt raised while that code runs inside C++ (pybind11) cannot always unwind:
+the process then aborts with ``terminate called after throwing ...`` instead of exiting. Nothing
+is stored yet at that point, so the command leaves without unwinding.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+from types import FrameType
+
+__all__ = ["exit_on_interrupt"]
+
+
+@contextmanager
+def exit_on_interrupt(prefix: str) -> Iterator[None]:
+    """Inside the block, SIGINT writes ``prefix: interrupted`` to stderr and exits with status
+    130 (outside the main thread, where no handler can be set, it changes nothing)."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def leave(signum: int, frame: FrameType | None) -> None:
+        os.write(2, f"{prefix}: interrupted\n".encode())
+        os._exit(130)
+
+    previous = signal.signal(signal.SIGINT, leave)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, previous)
