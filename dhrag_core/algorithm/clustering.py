@@ -9,7 +9,6 @@ labels come from the current texts, so the vocabulary is never frozen.
 
 from __future__ import annotations
 
-import functools
 import heapq
 import math
 from collections import Counter
@@ -222,12 +221,6 @@ class TopicClusters:
         return changed
 
 
-@functools.lru_cache(maxsize=4096)
-def _terms(text: str) -> tuple[str, ...]:
-    """A text's content words; cached, as a cluster's label re-reads its members' texts."""
-    return tuple(tokens(text))
-
-
 def keyword_labels(
     groups: Mapping[int, Iterable[str]], n_terms: int = 3, only: Iterable[int] | None = None,
 ) -> dict[int, str]:
@@ -237,7 +230,7 @@ def keyword_labels(
     for g, texts in groups.items():
         c = counts[g] = Counter()
         for text in texts:
-            c.update(_terms(text))
+            c.update(tokens(text))
     df: Counter[str] = Counter()
     for c in counts.values():
         df.update(set(c))

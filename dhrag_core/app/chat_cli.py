@@ -315,7 +315,7 @@ def run_chat(args: argparse.Namespace, stdin: TextIO | None = None,
         earlier = history.size(session_id)  # fails fast on a bad store
         with exit_on_interrupt("dhrag chat"):
             warm_up(embedder, "dhrag chat")
-            kb = load_kb(args.kb, embedder, min_words=args.min_words, max_words=args.max_words)
+        kb = load_kb(args.kb, embedder, min_words=args.min_words, max_words=args.max_words)
         rewriter = LLMRewriter(llm) if llm is not None and args.llm_rewrite else None
         rag = DHRAG(kb, history=history, rewriter=rewriter)
         session = ChatSession(rag, session_id, llm=llm, store_url=store, k=k,

@@ -2,7 +2,7 @@
 
 A KeyboardInterrupt raised while that code runs inside C++ (pybind11) cannot always unwind:
 the process then aborts with ``terminate called after throwing ...`` instead of exiting. Nothing
-is stored yet at that point, so the command leaves without unwinding.
+is written while the model loads, so the command leaves without unwinding.
 """
 
 from __future__ import annotations
