@@ -260,8 +260,8 @@ class SelectedTurn:
     """A history turn chosen for the current query, and why (paper figure 6).
 
     ``via`` names the matchers that found it: ``"hierarchy"`` (cluster -> summary -> turn),
-    ``"chain"`` (the best turn of the best chain T*), ``"recent"`` (the latest turn, kept for
-    elliptical follow-ups).
+    ``"chain"`` (a turn of the thread T*, every one of which is weighed), ``"recent"`` (the
+    thread's latest turn, which elliptical follow-ups lean on).
     """
 
     turn: Turn

@@ -209,6 +209,24 @@ def test_a_return_to_an_earlier_thread_selects_that_thread_only(clock: FakeClock
     assert {p.turn.query for p in db.select("s", "And then?")} <= {q for q, _ in BONDS}
 
 
+def test_every_turn_of_the_thread_is_weighed_not_only_the_matched_ones(
+        clock: FakeClock) -> None:
+    more = [("Can guinea pigs eat carrots?", "Guinea pigs may eat carrots as a treat."),
+            ("Do guinea pigs need vitamin C?", "Guinea pigs need vitamin C every day.")]
+
+    def picked(tree_turns: int) -> list[str]:
+        db = HistoryDatabase(embedder=HashingEmbedder(), clock=clock,
+                             settings=Settings(history_turns=3, tree_turns=tree_turns))
+        for q, a in GUINEA + more + BONDS:
+            db.add("s", q, [a], a)
+        return [p.turn.query for p in db.select("s", RETURN)]
+
+    # what T* gets does not hang on how many of the session's matches fall in it
+    narrow = picked(1)
+    assert len(narrow) == 3 and set(narrow) <= {q for q, _ in GUINEA + more}
+    assert narrow == picked(8)
+
+
 def test_thread_switch_keeps_a_weak_match_in_the_current_thread(clock: FakeClock) -> None:
     leave = _switch_and_return(Settings(history_turns=3, thread_switch=None), clock)
     assert {p.turn.query for p in leave.select("s", RETURN)} == {q for q, _ in GUINEA}
@@ -467,9 +485,7 @@ def test_tree_exposes_chains_and_clusters_to_selection() -> None:
     chain = tree.chain_of("t0")
     assert chain is not None and tree.chain_of("t1") == chain == tree.chain_of("t3")
     assert tree.chain_of("t2") != chain and tree.chain_of("missing") is None
-    members, indexes, rows = tree.chain_window(chain, 2)
-    assert members == ["t1", "t3"] and indexes == [1, 3] and rows.shape == (2, DIM)
-    assert tree.chain_ages(chain, [0, 1, 3]) == [3, 2, 1]
+    assert tree.chain_latest(chain, 2) == ["t1", "t3"]
     chain_ids, rel, last = tree.rank_chains(wall, {})
     assert sorted(chain_ids) == sorted({chain, tree.chain_of("t2")})
     at = chain_ids.index(chain)

@@ -8,9 +8,8 @@ the chain, tempered by how recently the chain was active), then the best triple 
 
 from __future__ import annotations
 
-import bisect
 from collections import Counter
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping
 
 import numpy as np
 
@@ -133,14 +132,9 @@ class ChainTracker:
             chain.last_index, latest = chain.indexes[-1], vectors[chain.members[-1]]
         self._sync(chain, latest)
 
-    def window(
-        self, chain_id: int, rows: Callable[[Sequence[str]], np.ndarray], size: int
-    ) -> tuple[list[str], list[int], np.ndarray]:
-        """The chain's latest ``size`` members: ids, turn indexes and vectors (oldest first),
-        the vectors stacked by ``rows`` from the tree's one copy of each."""
-        chain = self.chains[chain_id]
-        ids = chain.members[-size:]
-        return ids, chain.indexes[-size:], rows(ids)
+    def latest(self, chain_id: int, size: int) -> list[str]:
+        """The chain's latest ``size`` members, oldest first."""
+        return self.chains[chain_id].members[-size:]
 
     def relevance(
         self, vector: Vector, matched: Mapping[int, float]
@@ -157,11 +151,6 @@ class ChainTracker:
     def at_slot(self, slot: int) -> int:
         """The chain id held in a slot of ``relevance``."""
         return self._cents.key_at(slot)
-
-    def thread_ages(self, chain_id: int, indexes: Sequence[int]) -> list[int]:
-        """Turns of the chain from each given turn index on (1: its latest turn)."""
-        members = self.chains[chain_id].indexes
-        return [len(members) - bisect.bisect_left(members, i) for i in indexes]
 
     def lengths(self) -> list[int]:
         return [len(c.members) for c in self.chains.values()]

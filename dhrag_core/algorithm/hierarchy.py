@@ -219,14 +219,9 @@ class SessionTree:
         """The chain (thread) holding ``turn_id``; None when the turn is not in the tree."""
         return self.chains.of.get(turn_id)
 
-    def chain_window(self, chain_id: int, size: int) -> tuple[list[str], list[int], np.ndarray]:
-        """The chain's latest ``size`` members: ids, turn indexes and topic vectors, oldest
-        first."""
-        return self.chains.window(chain_id, self.topic_rows, size)
-
-    def chain_ages(self, chain_id: int, indexes: Sequence[int]) -> list[int]:
-        """Turns of the chain from each given turn index on (1: its latest turn)."""
-        return self.chains.thread_ages(chain_id, indexes)
+    def chain_latest(self, chain_id: int, size: int) -> list[str]:
+        """The chain's latest ``size`` members, oldest first."""
+        return self.chains.latest(chain_id, size)
 
     def rank_chains(
         self, query: Vector, matched: Mapping[int, float]

@@ -1,9 +1,9 @@
 """DH-RAG history selection (D_h^HM and D_h^CoT): which stored turns a query gets as history.
 
-Candidates come from hierarchical matching (cluster -> summary node -> turn), from the best
-turn of the thread T* the query continues, and the thread's latest turn (elliptical
-follow-ups); each is weighed like the update rule, ``alpha * relevance + (1 - alpha) *
-recency``, with recency counted in turns of the thread, and the ``history_turns`` best kept.
+Hierarchical matching (cluster -> summary node -> turn) and chain tracking choose the thread T*
+the query continues; every turn of T*'s latest window is then weighed like the update rule,
+``alpha * relevance + (1 - alpha) * recency``, with recency counted in turns of the thread, and
+the ``history_turns`` best kept.
 """
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ __all__ = ["Selector"]
 
 Clock = Callable[[], float]
 
-_CHAIN_WINDOW = 64  # latest turns of T* scanned for its best turn
+_CHAIN_WINDOW = 64  # latest turns of a thread weighed for selection
 
 
 class Selector:
@@ -103,23 +103,17 @@ class Selector:
         self, s: SessionState, qv: Vector, thread: int, matches: Sequence[TreeMatch],
         clock: Clock, *, describe: bool = True,
     ) -> list[SelectedTurn]:
-        """DH-RAG selection inside ``thread``: its matched turns, its best turn and its latest,
-        with recency counted in turns of that thread (other threads' turns do not age it)."""
-        cfg = self.settings
-        tree = s.tree
-        via: dict[str, list[str]] = {}
+        """DH-RAG selection inside ``thread``: every turn of its latest window is weighed,
+        with recency counted in turns of that thread (other threads' turns do not age it), so
+        what a thread gets does not depend on how many other threads the session holds."""
+        members = s.tree.chain_latest(thread, _CHAIN_WINDOW)
+        via: dict[str, list[str]] = {m: ["chain"] for m in members}
         for m in matches:
-            if tree.chain_of(m.turn_id) == thread:
-                via.setdefault(m.turn_id, []).append("hierarchy")
-        members, _, vectors = tree.chain_window(thread, _CHAIN_WINDOW)
-        alpha = cfg.alpha if cfg.use_recency else 1.0
-        ages = np.arange(len(members), 0, -1, dtype=np.float64)
-        weight = scoring.combined_weight(scoring.relevance(vectors @ qv),
-                                         scoring.recency(ages, cfg.half_life_turns), alpha)
-        via.setdefault(members[int(np.argmax(weight))], []).append("chain")
-        via.setdefault(members[-1], []).append("recent")
-        ages_in_thread = tree.chain_ages(thread, [s.turns[t].index for t in via])
-        return self._weigh(s, qv, via, ages_in_thread, clock, describe=describe)
+            if m.turn_id in via:
+                via[m.turn_id].insert(0, "hierarchy")
+        via[members[-1]].append("recent")
+        ages = range(len(members), 0, -1)
+        return self._weigh(s, qv, via, ages, clock, describe=describe)
 
     def _select_flat(self, s: SessionState, qv: Vector, clock: Clock) -> list[SelectedTurn]:
         """Selection without threads (``use_chains=False``): matched turns and the latest turn
