@@ -1,21 +1,23 @@
-"""Where does dhrag lose to the thread oracle on interleaved sessions: the choice of T*, or what
-is stored and grouped in one shared session?
+"""Where does dhrag lose to the thread oracle on interleaved sessions: the grouping of turns
+into chains, the choice of T*, the hedge over runner-up threads, or what is left?
 
     python -m benchmarks.thread_gap [--threads 10] [--seeds 0,1,2] [--out results/thread_gap.json]
 
-An analysis, not a system. The real engine replays the interleaved MTRAG sessions three ways:
-with its defaults; with the thread choice made right -- the chain most of whose turns are of
-the query's true thread is put first, when there is one (an oracle choice inside the engine's
-own chains, at select and at record time); and the same with T*'s query alone
-(``thread_variants=1``). Beside MRR@10 by kind it reports the chains' purity (the share of turns
-in a chain of their thread's majority), chains per true thread, and on continue and return
-turns how often T* holds the thread's latest turn.
+An analysis, not a system. The real engine replays the interleaved MTRAG sessions with parts of
+thread tracking made right by reading the data's thread labels, one part at a time: the
+grouping (each turn joins the chain of its true thread: chains are the threads), the choice
+(the chain most of whose turns are of the query's true thread is put first, at select and at
+record time), and the hedge (``thread_variants=1``: T*'s query alone). The thread oracle (a
+session per true thread) runs in the same replay. Beside MRR@10 by kind it reports the chains'
+purity (the share of turns in a chain of their thread's majority), chains per true thread, and
+on continue and return turns how often T* is right and holds the thread's latest turn.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import weakref
 from collections import Counter, defaultdict
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -32,9 +34,10 @@ from benchmarks.metrics import reciprocal_rank
 from benchmarks.mtrag_kb import load_with_kb
 from benchmarks.systems import BenchContext
 from dhrag_core import Settings
+from dhrag_core.algorithm.chains import Chain, ChainTracker
 from dhrag_core.history.selection import Selector
 from dhrag_core.history.session import SessionState, Threads
-from dhrag_core.records import Vector
+from dhrag_core.records import Selection, Vector
 
 __all__ = ["main"]
 
@@ -45,6 +48,7 @@ class _Truth:
     def __init__(self) -> None:
         self.of: dict[str, str] = {}
         self.current = ""
+        self.relevant: frozenset[str] = frozenset()
 
     def majority(self, s: SessionState, chain: int) -> str | None:
         found = Counter(self.of.get(t) for t in s.turns if s.tree.chain_of(t) == chain)
@@ -68,20 +72,66 @@ def _oracle_choice(truth: _Truth) -> Iterator[None]:
         Selector.threads = original  # type: ignore[method-assign]
 
 
+@contextmanager
+def _oracle_grouping(truth: _Truth) -> Iterator[None]:
+    """While open, a new turn joins the chain of its true thread (a new chain for a new one)."""
+    original = ChainTracker.link
+    chain_of_thread: weakref.WeakKeyDictionary[ChainTracker, dict[str, int]] = (
+        weakref.WeakKeyDictionary())
+
+    def link(self: ChainTracker, turn_id: str, vector: Vector, index: int,
+             prefer: int | None = None) -> int:
+        mine = chain_of_thread.setdefault(self, {})
+        cid = mine.get(truth.current)
+        if cid is None or cid not in self.chains:
+            chain = self.chains[self._next_id] = Chain(self._next_id, self.dimension)
+            self._next_id += 1
+            mine[truth.current] = chain.id
+        else:
+            chain = self.chains[cid]
+        self._add(chain, turn_id, vector, index)
+        return chain.id
+
+    ChainTracker.link = link  # type: ignore[method-assign]
+    try:
+        yield
+    finally:
+        ChainTracker.link = original  # type: ignore[method-assign]
+
+
+RUNS: dict[str, tuple[dict[str, Any], set[str]]] = {
+    "defaults": ({}, set()),
+    "choice made right": ({}, {"choice"}),
+    "choice made right, T*'s query only": ({"thread_variants": 1}, {"choice"}),
+    "grouping made right": ({}, {"grouping"}),
+    "grouping and choice made right": ({}, {"grouping", "choice"}),
+    "grouping and choice made right, T*'s query only": (
+        {"thread_variants": 1}, {"grouping", "choice"}),
+    "thread oracle (a session per thread)": ({}, {"sessions"}),
+}
+"""Each analysis run: settings changed from the defaults, and the parts made right."""
+
+
 def _replay(ctx: BenchContext, bench: Any, threads: int, seed: int, settings: Settings,
-            oracle: bool) -> dict[str, list[float]]:
+            right: set[str]) -> dict[str, list[float]]:
     tasks = interleave_benchmark(bench.conversations, threads=threads, block=(2, 4), seed=seed)
     out: dict[str, list[float]] = defaultdict(list)
     truth = _Truth()
     system = DHRAGSystem("dhrag", ctx, settings)
     db = system.engine.history
-    with _oracle_choice(truth) if oracle else _nothing():
+    with (_oracle_choice(truth) if "choice" in right else _nothing(),
+          _oracle_grouping(truth) if "grouping" in right else _nothing()):
         for conv in build_conversations(tasks):
             system.start(conv.conversation_id)
+            start = system.session
             truth.of.clear()
             for turn in conv.turns:
                 tags = turn.task.tags if turn.task is not None else {}
                 kind, truth.current = tags.get("kind", ""), tags.get("thread", "")
+                truth.relevant = frozenset(turn.task.relevant) if turn.task is not None else (
+                    frozenset())
+                if "sessions" in right:
+                    system.session = f"{start}|{truth.current}"
                 ranked = system.retrieve(turn.question, 10)
                 s = db._session(system.session)
                 mine = [t for t in s.turns if truth.of.get(t) == truth.current]
@@ -98,10 +148,18 @@ def _replay(ctx: BenchContext, bench: Any, threads: int, seed: int, settings: Se
                     rr = reciprocal_rank([p.key for p in ranked[:10]], turn.task.relevant)
                     out[f"MRR@10 {kind}"].append(rr)
                     out["MRR@10"].append(rr)
+                    sel = system._selection
+                    if sel is not None and len(sel.search_vectors) > 1 and not sel.gated:
+                        for key, value in _rows(ctx, db, system.session, sel, truth, s).items():
+                            out[f"hedged turns: {key}"].append(value)
+                    out["hedged turns: share"].append(float(
+                        sel is not None and len(sel.search_vectors) > 1 and not sel.gated))
                 system.observe(turn.question, ranked, turn.answer or "")
                 latest_id = db._session(system.session).latest
                 assert latest_id is not None
                 truth.of[latest_id] = truth.current
+            if "sessions" in right:
+                continue
             s = db._session(system.session)
             chains: dict[int | None, list[str]] = defaultdict(list)
             for t in s.turns:
@@ -115,6 +173,29 @@ def _replay(ctx: BenchContext, bench: Any, threads: int, seed: int, settings: Se
                     held[m].add(c)
             out["chains per thread"].extend(float(len(v)) for v in held.values())
     return out
+
+
+def _rows(ctx: BenchContext, db: Any, session: str, sel: Selection, truth: _Truth,
+          s: SessionState) -> dict[str, float]:
+    """On a hedged turn: MRR@10 of the fused ranking against each row searched alone (T*'s,
+    the true thread's, the best in hindsight, the one with the best top-1 score)."""
+    relevant = truth.relevant
+    threads = db.select_threads(session, sel.query_vector, len(sel.search_vectors))
+    rows = np.stack(sel.search_vectors)
+    found = ctx.kb.search_vectors(rows, 10)
+    rrs = [reciprocal_rank([p.key for p in row], relevant) for row in found]
+    top1 = [float(row[0].vector @ rows[i]) if row and row[0].vector is not None else -1.0
+            for i, row in enumerate(found)]
+    true = [i for i, h in enumerate(threads[: len(rows)])
+            if h and truth.majority(s, h[0].chain_id) == truth.current]
+    fused = reciprocal_rank([c.passage.key for c in sel.context[:10]], relevant)
+    return {
+        "fused (today)": fused,
+        "T*'s row": rrs[0],
+        "the true thread's row": rrs[true[0]] if true else fused,
+        "the row with the best top-1 score": rrs[int(np.argmax(top1))],
+        "the best row in hindsight": max(rrs),
+    }
 
 
 @contextmanager
@@ -131,16 +212,12 @@ def main() -> None:
     args = ap.parse_args()
     bench, emb, kb = load_with_kb(args.bench)
     ctx = BenchContext(kb=kb, embedder=emb)
-    runs = {
-        "defaults": (Settings(), False),
-        "thread choice made right": (Settings(), True),
-        "thread choice made right, T*'s query only": (Settings(thread_variants=1), True),
-    }
     report: dict[str, Any] = {"threads": args.threads, "seeds": args.seeds}
-    for name, (settings, oracle) in runs.items():
+    for name, (changes, right) in RUNS.items():
         pooled: dict[str, list[float]] = defaultdict(list)
+        settings = Settings().with_(**changes)
         for seed in (int(s) for s in args.seeds.split(",")):
-            for key, values in _replay(ctx, bench, args.threads, seed, settings, oracle).items():
+            for key, values in _replay(ctx, bench, args.threads, seed, settings, right).items():
                 pooled[key].extend(values)
         report[name] = {k: round(float(np.mean(v)), 4) for k, v in sorted(pooled.items())}
         print(name, json.dumps(report[name]), flush=True)

@@ -11,7 +11,7 @@ quarter of the memory, and scans the codes.
 
 from __future__ import annotations
 
-from collections.abc import Hashable
+from collections.abc import Hashable, Sequence
 from typing import Generic, TypeVar
 
 import faiss
@@ -176,6 +176,15 @@ class VectorIndex(Generic[K]):
         top = np.argpartition(-sims, k - 1)[:k] if k < sims.size else np.arange(sims.size)
         top = top[np.argsort(-sims[top], kind="stable")]
         return [(self._keys[int(i)], float(sims[i])) for i in top]  # type: ignore[misc]
+
+    def rows(self, keys: Sequence[K]) -> Vector:
+        """The vectors of ``keys`` (KeyError if one is absent), stacked; a compact index
+        decodes them in one go, to the values its products use."""
+        at = np.fromiter((self._slot[k] for k in keys), dtype=np.int64, count=len(keys))
+        if self.compact:
+            return compact.decode(self._rows[at], self._scales[at])
+        rows: Vector = self._rows[at]
+        return rows
 
     def slot_of(self, key: K) -> int:
         """The slot holding ``key`` (KeyError if absent); slots are stable until removal."""

@@ -150,6 +150,15 @@ def test_a_compact_index_adds_removes_and_reuses_slots() -> None:
     assert index.slot_of("new") in (3, 7) and index.search(q, 1)[0][0] == "new"
     with pytest.raises(ValueError, match="compact"):
         VectorIndex(24).add_codes(["a"], codes[:1], scales[:1])
+    # rows by key, decoded in one go: what a turn's own codes decode to, wherever they sit
+    picked = ["k30", "new", "k0"]
+    np.testing.assert_array_equal(
+        index.rows(picked), compact.rounded(np.stack([x[30], x[7], x[0]])))
+    with pytest.raises(KeyError):
+        index.rows(["k7"])
+    plain: VectorIndex[str] = VectorIndex(24)
+    plain.add(keys[:3], x[:3])
+    np.testing.assert_array_equal(plain.rows(["k2", "k0"]), x[[2, 0]])
 
 
 def test_row_buffer_keeps_rounded_rows_and_scans_them() -> None:

@@ -17,7 +17,7 @@ from dhrag_core.algorithm.hierarchy import TreeMatch
 from dhrag_core.algorithm.summaries import Summariser
 from dhrag_core.history.labels import cluster_labels, summary_text
 from dhrag_core.history.session import SessionState, Threads
-from dhrag_core.records import SelectedTurn, Turn, Vector, query_vectors
+from dhrag_core.records import SelectedTurn, Vector
 from dhrag_core.settings import Settings
 
 __all__ = ["Selector"]
@@ -136,7 +136,7 @@ class Selector:
         alpha = cfg.alpha if cfg.use_recency else 1.0
         ids = list(via)
         turns = [s.turns[i] for i in ids]
-        rel = scoring.relevance(self._relevance_sims(s, ids, turns, qv))
+        rel = scoring.relevance(self._relevance_sims(s, ids, qv))
         if cfg.relevance_contrast is not None:
             rel = scoring.contrast(rel, cfg.relevance_contrast)
         now = float(clock())
@@ -157,13 +157,11 @@ class Selector:
             for i in chosen
         ]
 
-    def _relevance_sims(
-        self, s: SessionState, ids: list[str], turns: list[Turn], qv: Vector
-    ) -> np.ndarray:
+    def _relevance_sims(self, s: SessionState, ids: list[str], qv: Vector) -> np.ndarray:
         """Similarities the candidates' relevance is taken from (``Settings.relevance``): of
         their queries, of their topic vectors, or the larger of the two."""
         mode = self.settings.relevance
-        q_sims = query_vectors(turns) @ qv
+        q_sims = s.queries.rows(ids) @ qv
         if mode == "query":
             return q_sims
         t_sims = s.tree.topic_rows(ids) @ qv
