@@ -136,8 +136,10 @@ def test_exit_on_interrupt_leaves_at_once_and_restores_the_handler_after() -> No
         "    os.kill(os.getpid(), signal.SIGINT); time.sleep(5)\n"
         "print('not reached')\n"
     )
+    # SIGINT at its default in the child, even under a runner that ignores it (a background job)
     proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
-                          timeout=60)
+                          timeout=60,
+                          preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     assert proc.returncode == 130, proc.stderr
     assert proc.stdout == "restored\n"
     assert proc.stderr == "dhrag x: interrupted\n"
