@@ -698,3 +698,20 @@ def test_the_clarity_gated_baseline_searches_a_clear_question_as_is() -> None:
     vague = "And how long?"
     assert np.allclose(gated(memory, vague, enc), build(memory, vague, enc))
     assert not np.allclose(gated(memory, vague, enc), enc(vague))
+
+
+def test_choice_ceiling_logit_learns_the_signal_that_names_the_thread() -> None:
+    from benchmarks.choice_ceiling import Choice, _cross_validated, fit_logit
+
+    rng = np.random.default_rng(0)
+    choices = []
+    for i in range(300):
+        signals = rng.normal(size=(4, 2))
+        true = int(np.argmax(signals[:, 1] + 0.3 * rng.normal(size=4)))
+        choices.append(Choice(signals, true, np.eye(4)[true], "return", f"c{i % 30}"))
+    w = fit_logit(choices, (0, 1))
+    assert w[1] > 1.0 and abs(w[0]) < 0.5 * w[1]
+    picks = _cross_validated(choices, (0, 1))
+    assert np.mean([p == c.true for p, c in zip(picks, choices, strict=True)]) > 0.7
+    only_noise = _cross_validated(choices, (0,))
+    assert np.mean([p == c.true for p, c in zip(only_noise, choices, strict=True)]) < 0.45

@@ -1,0 +1,235 @@
+"""How much better could T* be chosen from the signals a bi-encoder gives? A learned ceiling.
+
+    python -m benchmarks.choice_ceiling [--threads 3,10] [--seeds 0,1,2] [--out F.json]
+
+An analysis, not a system. The real engine (defaults) replays the interleaved MTRAG sessions;
+on every evaluated continue and return turn each of the session's chains is described by
+signals the engine could compute without an LLM, and the query expanded inside that chain
+(as for T*) is searched alone. A conditional logit (softmax over the chains of a turn) is then
+trained to pick the chain whose majority is the turn's true thread, by 5-fold cross-validation
+on the original conversations, once on the engine's own two signals and once on all of them.
+The report gives, by kind, how often the pick is right and MRR@10 of the picked chain's row,
+beside the engine's rule, the true thread's row and what dhrag returned on the same turns
+(hedged over runner-up threads, history passages integrated): whether a better *rule* over
+these signals is where the interleaved gap can be closed.
+
+Signals per chain: the engine's thread relevance and recency (``thread_half_life``), whether it
+holds the session's latest turn, log of its length; the query's cosine to the chain's latest
+turn's query, answer, passages (mean) and topic vector; and three that go through the knowledge
+base: the mean of the raw query's top-10 passages against the chain's passages (mean of all
+its turns'), its latest turn's passages and its latest answer; and recency times how unclear
+the query is (0.7 minus the raw query's best passage cosine).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import zlib
+from collections import Counter
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from benchmarks.__main__ import default_cache
+from benchmarks.data import build_conversations
+from benchmarks.dhrag_systems import DHRAGSystem
+from benchmarks.interleave import interleave_benchmark
+from benchmarks.metrics import reciprocal_rank
+from benchmarks.mtrag_kb import load_with_kb
+from benchmarks.systems import BenchContext
+from dhrag_core import FaissKnowledgeBase, Settings
+from dhrag_core.algorithm import scoring
+from dhrag_core.algorithm.hierarchy import topic_vector
+from dhrag_core.algorithm.rewriting import expand_vector
+from dhrag_core.history.session import SessionState
+from dhrag_core.records import Turn, Vector
+
+__all__ = ["SIGNALS", "Choice", "fit_logit", "main"]
+
+SIGNALS = ("relevance", "recency", "current", "log length", "latest query", "latest answer",
+           "latest passages", "latest topic", "kb: thread passages", "kb: latest passages",
+           "kb: latest answer", "recency x unclear")
+ENGINE = (0, 1)
+"""The signals the engine's rule uses (relevance plus a recency bonus)."""
+
+
+@dataclass
+class Choice:
+    """One evaluated turn: its chains' signals (one row each, the engine's T* first), the
+    index of the true thread's chain (None when no chain is mostly that thread), each chain's
+    row MRR@10, the turn's kind and conversation, and MRR@10 of what dhrag returned."""
+
+    signals: np.ndarray
+    true: int | None
+    mrr: np.ndarray
+    kind: str
+    conversation: str
+    dhrag: float = 0.0
+
+
+def _mean(rows: list[Vector], dim: int) -> Vector:
+    return np.mean(rows, axis=0) if rows else np.zeros(dim, dtype=np.float32)
+
+
+def _choices(ctx: BenchContext, kb: FaissKnowledgeBase, bench: Any, threads: int,
+             seed: int) -> list[Choice]:
+    tasks = interleave_benchmark(bench.conversations, threads=threads, block=(2, 4), seed=seed)
+    system = DHRAGSystem("dhrag", ctx, Settings())
+    db = system.engine.history
+    cfg = db.settings
+    out: list[Choice] = []
+
+    def topic(t: Turn) -> Vector:
+        return topic_vector(t, cfg.topic_answer_weight, cfg.topic_passage_weight)
+
+    for conv in build_conversations(tasks):
+        system.start(conv.conversation_id)
+        thread_of: dict[str, str] = {}
+        for turn in conv.turns:
+            task = turn.task
+            kind = task.tags.get("kind", "") if task is not None else ""
+            thread = task.tags.get("thread", "") if task is not None else ""
+            ranked = system.retrieve(turn.question, 10)
+            s = db._session(system.session)
+            sel = system._selection
+            if (task is not None and task.evaluated and kind in ("continue", "return")
+                    and sel is not None and s.tree.has_chains):
+                out.append(_choice(db, kb, s, sel.query_vector, thread_of, thread, kind,
+                                   frozenset(task.relevant), topic))
+                out[-1].dhrag = reciprocal_rank([p.key for p in ranked[:10]], task.relevant)
+            system.observe(turn.question, ranked, turn.answer or "")
+            latest = db._session(system.session).latest
+            assert latest is not None
+            thread_of[latest] = thread
+    return out
+
+
+def _choice(db: Any, kb: FaissKnowledgeBase, s: SessionState, qv: Vector,
+            thread_of: dict[str, str], thread: str, kind: str, relevant: frozenset[str],
+            topic: Any) -> Choice:
+    cfg = db.settings
+    found, matches = db._selector.threads(s, qv)
+    raw = kb.search_vectors(qv[None, :], 10)[0]
+    raw_vectors = np.stack([p.vector for p in raw if p.vector is not None])
+    raw_mean = raw_vectors.mean(axis=0)
+    unclear = 0.7 - float((raw_vectors @ qv).max())
+    rows, signals, true = [], [], None
+    for i, (cid, rel) in enumerate(found):
+        members = [t for t in s.turns if s.tree.chain_of(t) == cid]
+        if Counter(thread_of[t] for t in members).most_common(1)[0][0] == thread:
+            true = i if true is None else true
+        latest = max(members, key=lambda t: s.turns[t].index)
+        q, a, p = s.turns[latest].decoded()
+        recency = float(scoring.recency(s.next_index - s.turns[latest].index,
+                                        cfg.thread_half_life))
+        passages = _mean([v for t in members for v in s.turns[t].decoded()[2]], len(qv))
+        signals.append([
+            rel, recency, float(latest == s.latest), float(np.log(len(members))),
+            float(q @ qv), float(a @ qv) if a is not None else 0.0,
+            float(_mean(list(p), len(qv)) @ qv), float(topic(s.turns[latest]) @ qv),
+            float(raw_mean @ passages), float(raw_mean @ _mean(list(p), len(qv))),
+            float(raw_mean @ a) if a is not None else 0.0, recency * unclear,
+        ])
+        chosen = db._selector._select_in_thread(s, qv, cid, matches, lambda: 0.0,
+                                                describe=False)
+        rows.append(expand_vector(qv, chosen, cfg.expansion, topic))
+    found_rows = kb.search_vectors(np.stack(rows).astype(np.float32), 10)
+    mrr = np.array([reciprocal_rank([p.key for p in r], relevant) for r in found_rows])
+    return Choice(np.array(signals), true, mrr, kind, thread)
+
+
+def fit_logit(choices: list[Choice], columns: tuple[int, ...], l2: float = 1e-3) -> np.ndarray:
+    """Weights of a conditional logit over ``columns`` of the signals, fitted by L-BFGS."""
+    from scipy.optimize import minimize
+
+    data = [(c.signals[:, columns], c.true) for c in choices if c.true is not None]
+
+    def loss(w: np.ndarray) -> tuple[float, np.ndarray]:
+        total, grad = 0.0, np.zeros_like(w)
+        for x, y in data:
+            z = x @ w
+            z = z - z.max()
+            p = np.exp(z) / np.exp(z).sum()
+            total -= z[y] - np.log(np.exp(z).sum())
+            grad -= x[y] - p @ x
+        n = len(data)
+        return total / n + l2 * float(w @ w), grad / n + 2 * l2 * w
+
+    start = np.zeros(len(columns))
+    start[0] = 1.0
+    return np.asarray(minimize(loss, start, jac=True, method="L-BFGS-B").x)
+
+
+def _fold(conversation: str, folds: int) -> int:
+    return zlib.crc32(conversation.encode()) % folds
+
+
+def _cross_validated(choices: list[Choice], columns: tuple[int, ...],
+                     folds: int = 5) -> list[int]:
+    """Each turn's pick by a logit trained on the other folds' conversations."""
+    picks = [0] * len(choices)
+    for k in range(folds):
+        train = [c for c in choices if _fold(c.conversation, folds) != k]
+        w = fit_logit(train, columns)
+        for i, c in enumerate(choices):
+            if _fold(c.conversation, folds) == k:
+                picks[i] = int(np.argmax(c.signals[:, columns] @ w))
+    return picks
+
+
+def _summary(choices: list[Choice], picks: list[int]) -> dict[str, dict[str, float]]:
+    out: dict[str, dict[str, float]] = {}
+    for kind in ("continue", "return", "all"):
+        idx = [i for i, c in enumerate(choices) if kind in ("all", c.kind)]
+        out[kind] = {
+            "right": round(float(np.mean([picks[i] == choices[i].true for i in idx])), 3),
+            "MRR@10 of the picked row": round(
+                float(np.mean([choices[i].mrr[picks[i]] for i in idx])), 4),
+        }
+    return out
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--bench", type=Path, default=default_cache() / "benchmarks" / "mtrag")
+    ap.add_argument("--threads", default="3,10")
+    ap.add_argument("--seeds", default="0,1,2")
+    ap.add_argument("--out", type=Path, default=Path("results/choice_ceiling.json"))
+    args = ap.parse_args()
+    bench, emb, kb = load_with_kb(args.bench)
+    ctx = BenchContext(kb=kb, embedder=emb)
+    report: dict[str, Any] = {"seeds": args.seeds, "signals": list(SIGNALS)}
+    for threads in (int(t) for t in args.threads.split(",")):
+        choices = [c for seed in (int(s) for s in args.seeds.split(","))
+                   for c in _choices(ctx, kb, bench, threads, seed)]
+        everything = tuple(range(len(SIGNALS)))
+        part: dict[str, Any] = {
+            "turns": len(choices),
+            "a chain is mostly the true thread": round(
+                float(np.mean([c.true is not None for c in choices])), 3),
+            "the engine's rule (T*)": _summary(choices, [0] * len(choices)),
+            "logit on the engine's signals (cross-validated)": _summary(
+                choices, _cross_validated(choices, ENGINE)),
+            "logit on every signal (cross-validated)": _summary(
+                choices, _cross_validated(choices, everything)),
+            "the true thread's row (its chain; T* when none)": _summary(
+                choices, [c.true if c.true is not None else 0 for c in choices]),
+            "dhrag as run (MRR@10, hedged and integrated)": {
+                kind: round(float(np.mean([c.dhrag for c in choices
+                                           if kind in ("all", c.kind)])), 4)
+                for kind in ("continue", "return", "all")},
+            "logit weights on every signal (all turns)": dict(zip(
+                SIGNALS, (round(float(w), 2) for w in fit_logit(choices, everything)),
+                strict=True)),
+        }
+        report[f"{threads} threads"] = part
+        print(threads, json.dumps(part, indent=1), flush=True)
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.write_text(json.dumps(report, indent=1) + "\n", encoding="utf-8")
+
+
+if __name__ == "__main__":
+    main()
