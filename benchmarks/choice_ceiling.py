@@ -10,8 +10,9 @@ trained to pick the chain whose majority is the turn's true thread, by 5-fold cr
 on the original conversations, once on the engine's own two signals and once on all of them.
 The report gives, by kind, how often the pick is right and MRR@10 of the picked chain's row,
 beside the engine's rule, the true thread's row and what dhrag returned on the same turns
-(hedged over runner-up threads, history passages integrated): whether a better *rule* over
-these signals is where the interleaved gap can be closed.
+(hedged over runner-up threads, history passages integrated) and with T*'s query alone, and the
+better of those two on each turn in hindsight (the ceiling of any rule for when to hedge):
+whether a better *rule* over these signals is where the interleaved gap can be closed.
 
 Signals per chain: the engine's thread relevance and recency (``thread_half_life``), whether it
 holds the session's latest turn, log of its length; the query's cosine to the chain's latest
@@ -40,12 +41,13 @@ from benchmarks.interleave import interleave_benchmark
 from benchmarks.metrics import reciprocal_rank
 from benchmarks.mtrag_kb import load_with_kb
 from benchmarks.systems import BenchContext
-from dhrag_core import FaissKnowledgeBase, Settings
+from dhrag_core import DHRAG, FaissKnowledgeBase, Settings
 from dhrag_core.algorithm import scoring
 from dhrag_core.algorithm.hierarchy import topic_vector
 from dhrag_core.algorithm.rewriting import expand_vector
 from dhrag_core.history.session import SessionState
 from dhrag_core.records import Turn, Vector
+from dhrag_core.timing import StageTimer
 
 __all__ = ["SIGNALS", "Choice", "fit_logit", "main"]
 
@@ -60,7 +62,8 @@ ENGINE = (0, 1)
 class Choice:
     """One evaluated turn: its chains' signals (one row each, the engine's T* first), the
     index of the true thread's chain (None when no chain is mostly that thread), each chain's
-    row MRR@10, the turn's kind and conversation, and MRR@10 of what dhrag returned."""
+    row MRR@10, the turn's kind and conversation, MRR@10 of what dhrag returned and of what it
+    returns searching with T*'s query alone (no hedge) in the same state."""
 
     signals: np.ndarray
     true: int | None
@@ -68,6 +71,7 @@ class Choice:
     kind: str
     conversation: str
     dhrag: float = 0.0
+    t_star_only: float = 0.0
 
 
 def _mean(rows: list[Vector], dim: int) -> Vector:
@@ -100,11 +104,26 @@ def _choices(ctx: BenchContext, kb: FaissKnowledgeBase, bench: Any, threads: int
                 out.append(_choice(db, kb, s, sel.query_vector, thread_of, thread, kind,
                                    frozenset(task.relevant), topic))
                 out[-1].dhrag = reciprocal_rank([p.key for p in ranked[:10]], task.relevant)
+                alone = _t_star_only(system.engine, system.session, turn.question,
+                                     sel.query_vector)
+                out[-1].t_star_only = reciprocal_rank(alone, task.relevant)
             system.observe(turn.question, ranked, turn.answer or "")
             latest = db._session(system.session).latest
             assert latest is not None
             thread_of[latest] = thread
     return out
+
+
+def _t_star_only(engine: DHRAG, session: str, question: str, qv: Vector) -> list[str]:
+    """The top 10 of the engine's context for ``question`` searched with T*'s query alone
+    (``thread_variants=1``), nothing stored and nothing kept pending."""
+    threads = engine.history.select_threads(session, qv, 1)
+    rewrite = engine._rewrite(question, threads[0])
+    search = engine._search_vectors(question, qv, rewrite, threads)
+    kb = engine._search_kb(rewrite.text, search)
+    sel = engine._integrate(session, question, rewrite, qv, search, threads[0], kb, 10,
+                            StageTimer())
+    return [c.passage.key for c in sel.context[:10]]
 
 
 def _choice(db: Any, kb: FaissKnowledgeBase, s: SessionState, qv: Vector,
@@ -219,6 +238,14 @@ def main() -> None:
                 choices, [c.true if c.true is not None else 0 for c in choices]),
             "dhrag as run (MRR@10, hedged and integrated)": {
                 kind: round(float(np.mean([c.dhrag for c in choices
+                                           if kind in ("all", c.kind)])), 4)
+                for kind in ("continue", "return", "all")},
+            "dhrag with T*'s query only (MRR@10, same turns)": {
+                kind: round(float(np.mean([c.t_star_only for c in choices
+                                           if kind in ("all", c.kind)])), 4)
+                for kind in ("continue", "return", "all")},
+            "the better of the two on each turn (hindsight)": {
+                kind: round(float(np.mean([max(c.dhrag, c.t_star_only) for c in choices
                                            if kind in ("all", c.kind)])), 4)
                 for kind in ("continue", "return", "all")},
             "logit weights on every signal (all turns)": dict(zip(
