@@ -18,14 +18,18 @@ Signals per chain: the engine's thread relevance and recency (``thread_half_life
 holds the session's latest turn, log of its length; the query's cosine to the chain's latest
 turn's query, answer, passages (mean) and topic vector; and three that go through the knowledge
 base: the mean of the raw query's top-10 passages against the chain's passages (mean of all
-its turns'), its latest turn's passages and its latest answer; and recency times how unclear
-the query is (0.7 minus the raw query's best passage cosine).
+its turns'), its latest turn's passages and its latest answer; recency times how unclear
+the query is (0.7 minus the raw query's best passage cosine); and three on words, not vectors:
+the IDF-weighted share of the question's words (stop words dropped, IDF over the knowledge
+base) found in the chain's latest question and answer, in its latest 8 questions and answers,
+and in the top 3 passages of its latest 4 turns.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import math
 import zlib
 from collections import Counter
 from dataclasses import dataclass
@@ -40,6 +44,7 @@ from benchmarks.dhrag_systems import DHRAGSystem
 from benchmarks.interleave import interleave_benchmark
 from benchmarks.metrics import reciprocal_rank
 from benchmarks.mtrag_kb import load_with_kb
+from benchmarks.sparse import tokenize
 from benchmarks.systems import BenchContext
 from dhrag_core import DHRAG, FaissKnowledgeBase, Settings
 from dhrag_core.algorithm import scoring
@@ -53,7 +58,8 @@ __all__ = ["SIGNALS", "Choice", "fit_logit", "main"]
 
 SIGNALS = ("relevance", "recency", "current", "log length", "latest query", "latest answer",
            "latest passages", "latest topic", "kb: thread passages", "kb: latest passages",
-           "kb: latest answer", "recency x unclear")
+           "kb: latest answer", "recency x unclear", "words: latest turn", "words: thread",
+           "words: passages")
 ENGINE = (0, 1)
 """The signals the engine's rule uses (relevance plus a recency bonus)."""
 
@@ -74,12 +80,30 @@ class Choice:
     t_star_only: float = 0.0
 
 
+class _Words:
+    """IDF-weighted word overlap of a question with a text (IDF over the knowledge base)."""
+
+    def __init__(self, passages: Any) -> None:
+        df: Counter[str] = Counter()
+        for p in passages:
+            df.update(set(tokenize(p.text)))
+        n = len(passages)
+        self.idf = {w: math.log((n + 1) / (c + 1)) for w, c in df.items()}
+        self.unseen = math.log(n + 1)
+
+    def overlap(self, question: str, text: str) -> float:
+        words = set(tokenize(question))
+        total = sum(self.idf.get(w, self.unseen) for w in words)
+        found = set(tokenize(text))
+        return sum(self.idf.get(w, self.unseen) for w in words & found) / total if total else 0.0
+
+
 def _mean(rows: list[Vector], dim: int) -> Vector:
     return np.mean(rows, axis=0) if rows else np.zeros(dim, dtype=np.float32)
 
 
 def _choices(ctx: BenchContext, kb: FaissKnowledgeBase, bench: Any, threads: int,
-             seed: int) -> list[Choice]:
+             seed: int, words: _Words) -> list[Choice]:
     tasks = interleave_benchmark(bench.conversations, threads=threads, block=(2, 4), seed=seed)
     system = DHRAGSystem("dhrag", ctx, Settings())
     db = system.engine.history
@@ -102,7 +126,7 @@ def _choices(ctx: BenchContext, kb: FaissKnowledgeBase, bench: Any, threads: int
             if (task is not None and task.evaluated and kind in ("continue", "return")
                     and sel is not None and s.tree.has_chains):
                 out.append(_choice(db, kb, s, sel.query_vector, thread_of, thread, kind,
-                                   frozenset(task.relevant), topic))
+                                   frozenset(task.relevant), topic, words, turn.question))
                 out[-1].dhrag = reciprocal_rank([p.key for p in ranked[:10]], task.relevant)
                 alone = _t_star_only(system.engine, system.session, turn.question,
                                      sel.query_vector)
@@ -128,7 +152,7 @@ def _t_star_only(engine: DHRAG, session: str, question: str, qv: Vector) -> list
 
 def _choice(db: Any, kb: FaissKnowledgeBase, s: SessionState, qv: Vector,
             thread_of: dict[str, str], thread: str, kind: str, relevant: frozenset[str],
-            topic: Any) -> Choice:
+            topic: Any, words: _Words, question: str) -> Choice:
     cfg = db.settings
     found, matches = db._selector.threads(s, qv)
     raw = kb.search_vectors(qv[None, :], 10)[0]
@@ -145,12 +169,17 @@ def _choice(db: Any, kb: FaissKnowledgeBase, s: SessionState, qv: Vector,
         recency = float(scoring.recency(s.next_index - s.turns[latest].index,
                                         cfg.thread_half_life))
         passages = _mean([v for t in members for v in s.turns[t].decoded()[2]], len(qv))
+        ordered = sorted(members, key=lambda t: s.turns[t].index)
+        said = [f"{s.turns[t].query} {s.turns[t].response}" for t in ordered[-8:]]
+        shown = [p.text for t in ordered[-4:] for p in s.turns[t].passages[:3]]
         signals.append([
             rel, recency, float(latest == s.latest), float(np.log(len(members))),
             float(q @ qv), float(a @ qv) if a is not None else 0.0,
             float(_mean(list(p), len(qv)) @ qv), float(topic(s.turns[latest]) @ qv),
             float(raw_mean @ passages), float(raw_mean @ _mean(list(p), len(qv))),
             float(raw_mean @ a) if a is not None else 0.0, recency * unclear,
+            words.overlap(question, said[-1]), words.overlap(question, " ".join(said)),
+            words.overlap(question, " ".join(shown)),
         ])
         chosen = db._selector._select_in_thread(s, qv, cid, matches, lambda: 0.0,
                                                 describe=False)
@@ -221,9 +250,10 @@ def main() -> None:
     bench, emb, kb = load_with_kb(args.bench)
     ctx = BenchContext(kb=kb, embedder=emb)
     report: dict[str, Any] = {"seeds": args.seeds, "signals": list(SIGNALS)}
+    words = _Words(bench.kb)
     for threads in (int(t) for t in args.threads.split(",")):
         choices = [c for seed in (int(s) for s in args.seeds.split(","))
-                   for c in _choices(ctx, kb, bench, threads, seed)]
+                   for c in _choices(ctx, kb, bench, threads, seed, words)]
         everything = tuple(range(len(SIGNALS)))
         part: dict[str, Any] = {
             "turns": len(choices),
@@ -232,6 +262,8 @@ def main() -> None:
             "the engine's rule (T*)": _summary(choices, [0] * len(choices)),
             "logit on the engine's signals (cross-validated)": _summary(
                 choices, _cross_validated(choices, ENGINE)),
+            "logit on every signal but words (cross-validated)": _summary(
+                choices, _cross_validated(choices, everything[:-3])),
             "logit on every signal (cross-validated)": _summary(
                 choices, _cross_validated(choices, everything)),
             "the true thread's row (its chain; T* when none)": _summary(
