@@ -8,8 +8,10 @@ seeds 0-2; 10 threads, seeds 0-2). Per-task MRR@10 are pooled; folds split the *
 conversations (a thread and its interleaved copies are in the same fold). For each fold the
 setting with the best mean on the other folds is scored on it: the cross-validated figure is
 what choosing by this procedure gives on conversations it did not see. Both it and the best
-(tuned on everything) figure are printed; tuning on the evaluation data: say so. ``--text``
-replays the text path (a knowledge base with ``search(text, k)`` only: ``TextOnlyKB``).
+(tuned on everything) figure are printed; tuning on the evaluation data: say so.
+``--by-domain`` makes the folds the data's domains instead (leave one domain out: defaults
+chosen on three domains, scored on the fourth), with each setting's pooled figure by domain.
+``--text`` replays the text path (a knowledge base with ``search(text, k)`` only: ``TextOnlyKB``).
 """
 
 from __future__ import annotations
@@ -37,7 +39,7 @@ from benchmarks.replay import replay, score_runs
 from benchmarks.systems import BenchContext
 from dhrag_core import FaissKnowledgeBase, MiniLMEmbedder, Settings
 
-__all__ = ["cross_validate", "fold_of", "interleaved_sets"]
+__all__ = ["cross_validate", "fold_of", "interleaved_sets", "task_fold"]
 
 SETS = (("plain", 0, 0), ("3 threads", 3, 0), ("3 threads", 3, 1), ("3 threads", 3, 2),
         ("10 threads", 10, 0), ("10 threads", 10, 1), ("10 threads", 10, 2))
@@ -56,6 +58,14 @@ def _parse(value: str) -> object:
 def fold_of(thread: str, folds: int) -> int:
     """The fold of an original conversation (stable across runs and sets)."""
     return zlib.crc32(thread.encode()) % folds
+
+
+def task_fold(score: TaskScore, folds: int, domains: Sequence[str] | None = None) -> int:
+    """A scored task's fold: its original conversation's (``fold_of``), or with ``domains``
+    the index of its domain (leave one domain out)."""
+    if domains is not None:
+        return list(domains).index(score.tags.get("domain", ""))
+    return fold_of(score.tags.get("thread", score.task_id.split("::")[0]), folds)
 
 
 def interleaved_sets(bench: Benchmark, block: tuple[int, int] = (2, 4)) -> list[
@@ -101,6 +111,8 @@ def main() -> None:
     ap.add_argument("--text", action="store_true",
                     help="the text path: a knowledge base searched by text only")
     ap.add_argument("--folds", type=int, default=5)
+    ap.add_argument("--by-domain", action="store_true",
+                    help="folds are the data's domains (leave one domain out), not conversations")
     ap.add_argument("--out", type=Path, default=Path("results/tune.json"))
     args = ap.parse_args()
     logging.basicConfig(level=logging.WARNING)
@@ -123,6 +135,8 @@ def main() -> None:
     values = [[_parse(v) for v in g.split("=", 1)[1].split(",")] for g in args.grid]
     sets = interleaved_sets(bench)
     pooled: dict[str, list[tuple[int, float]]] = {}
+    domains = sorted({t.tags.get("domain", "") for t in bench.tasks}) if args.by_domain else None
+    folds = len(domains) if domains else args.folds
     rows = []
     candidates = [dict(base, **dict(zip(keys, combo, strict=True)))
                   for combo in itertools.product(*values)]
@@ -140,9 +154,8 @@ def main() -> None:
             scores = score_runs(replay(system, data.conversations, show_progress=False),
                                 data.tasks)
             per_label.setdefault(label, []).extend(scores)
-            pooled[name].extend(
-                (fold_of(s.tags.get("thread", s.task_id.split("::")[0]), args.folds),
-                 s.values["MRR@10"]) for s in scores)
+            pooled[name].extend((task_fold(s, folds, domains), s.values["MRR@10"])
+                                for s in scores)
         for label, scores in per_label.items():
             row[label] = round(float(np.mean([s.values["MRR@10"] for s in scores])), 4)
             for kind in ("first", "continue", "return"):
@@ -150,13 +163,17 @@ def main() -> None:
                 if sub:
                     row[f"{label} {kind}"] = round(float(np.mean(sub)), 4)
         row["pooled"] = round(float(np.mean([v for _, v in pooled[name]])), 4)
+        if domains:
+            for i, domain in enumerate(domains):
+                row[f"pooled {domain}"] = round(float(np.mean(
+                    [v for f, v in pooled[name] if f == i])), 4)
         row["s"] = round(time.perf_counter() - t0, 1)
         rows.append(row)
         print(json.dumps(row), flush=True)
     best = max(rows, key=lambda r: float(r["pooled"]))  # type: ignore[arg-type]
     summary = {"rows": rows, "best": best["setting"], "best_pooled": best["pooled"],
-               "cross_validated_pooled": round(cross_validate(pooled, args.folds), 4),
-               "folds": args.folds}
+               "cross_validated_pooled": round(cross_validate(pooled, folds), 4),
+               "folds": domains or folds}
     print(json.dumps({k: v for k, v in summary.items() if k != "rows"}))
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(summary, indent=1) + "\n", encoding="utf-8")

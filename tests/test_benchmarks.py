@@ -715,3 +715,17 @@ def test_choice_ceiling_logit_learns_the_signal_that_names_the_thread() -> None:
     assert np.mean([p == c.true for p, c in zip(picks, choices, strict=True)]) > 0.7
     only_noise = _cross_validated(choices, (0,))
     assert np.mean([p == c.true for p, c in zip(only_noise, choices, strict=True)]) < 0.45
+
+
+def test_task_fold_leaves_one_domain_out_or_splits_by_conversation() -> None:
+    from benchmarks.metrics import TaskScore
+    from benchmarks.tune_dhrag import fold_of, task_fold
+
+    plain = TaskScore("c1<::>2", 2, {"MRR@10": 1.0}, {"domain": "govt"})
+    woven = TaskScore("s0-3x000::5", 5, {"MRR@10": 0.0}, {"domain": "fiqa", "thread": "c1<"})
+    domains = ["clapnq", "fiqa", "govt"]
+    assert task_fold(plain, 3, domains) == 2 and task_fold(woven, 3, domains) == 1
+    # by conversation, a thread and its interleaved copy share a fold
+    assert task_fold(plain, 5) == task_fold(woven, 5) == fold_of("c1<", 5)
+    with pytest.raises(ValueError):
+        task_fold(TaskScore("x", 1, {}, {"domain": "cloud"}), 3, domains)
