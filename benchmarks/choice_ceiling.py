@@ -30,8 +30,8 @@ from __future__ import annotations
 import argparse
 import json
 import math
-import zlib
 from collections import Counter
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -46,12 +46,13 @@ from benchmarks.metrics import reciprocal_rank
 from benchmarks.mtrag_kb import load_with_kb
 from benchmarks.sparse import tokenize
 from benchmarks.systems import BenchContext
+from benchmarks.tune_dhrag import fold_of
 from dhrag_core import DHRAG, FaissKnowledgeBase, Settings
 from dhrag_core.algorithm import scoring
 from dhrag_core.algorithm.hierarchy import topic_vector
 from dhrag_core.algorithm.rewriting import expand_vector
 from dhrag_core.history.session import SessionState
-from dhrag_core.records import Turn, Vector
+from dhrag_core.records import Passage, Turn, Vector
 from dhrag_core.timing import StageTimer
 
 __all__ = ["SIGNALS", "Choice", "fit_logit", "main"]
@@ -83,7 +84,7 @@ class Choice:
 class _Words:
     """IDF-weighted word overlap of a question with a text (IDF over the knowledge base)."""
 
-    def __init__(self, passages: Any) -> None:
+    def __init__(self, passages: Sequence[Passage]) -> None:
         df: Counter[str] = Counter()
         for p in passages:
             df.update(set(tokenize(p.text)))
@@ -165,18 +166,19 @@ def _choice(db: Any, kb: FaissKnowledgeBase, s: SessionState, qv: Vector,
         if Counter(thread_of[t] for t in members).most_common(1)[0][0] == thread:
             true = i if true is None else true
         latest = max(members, key=lambda t: s.turns[t].index)
-        q, a, p = s.turns[latest].decoded()
+        q, a, shown_vectors = s.turns[latest].decoded()
+        latest_passages = _mean(list(shown_vectors), len(qv))
         recency = float(scoring.recency(s.next_index - s.turns[latest].index,
                                         cfg.thread_half_life))
         passages = _mean([v for t in members for v in s.turns[t].decoded()[2]], len(qv))
         ordered = sorted(members, key=lambda t: s.turns[t].index)
         said = [f"{s.turns[t].query} {s.turns[t].response}" for t in ordered[-8:]]
-        shown = [p.text for t in ordered[-4:] for p in s.turns[t].passages[:3]]
+        shown = [x.text for t in ordered[-4:] for x in s.turns[t].passages[:3]]
         signals.append([
             rel, recency, float(latest == s.latest), float(np.log(len(members))),
             float(q @ qv), float(a @ qv) if a is not None else 0.0,
-            float(_mean(list(p), len(qv)) @ qv), float(topic(s.turns[latest]) @ qv),
-            float(raw_mean @ passages), float(raw_mean @ _mean(list(p), len(qv))),
+            float(latest_passages @ qv), float(topic(s.turns[latest]) @ qv),
+            float(raw_mean @ passages), float(raw_mean @ latest_passages),
             float(raw_mean @ a) if a is not None else 0.0, recency * unclear,
             words.overlap(question, said[-1]), words.overlap(question, " ".join(said)),
             words.overlap(question, " ".join(shown)),
@@ -211,19 +213,15 @@ def fit_logit(choices: list[Choice], columns: tuple[int, ...], l2: float = 1e-3)
     return np.asarray(minimize(loss, start, jac=True, method="L-BFGS-B").x)
 
 
-def _fold(conversation: str, folds: int) -> int:
-    return zlib.crc32(conversation.encode()) % folds
-
-
 def _cross_validated(choices: list[Choice], columns: tuple[int, ...],
                      folds: int = 5) -> list[int]:
     """Each turn's pick by a logit trained on the other folds' conversations."""
     picks = [0] * len(choices)
     for k in range(folds):
-        train = [c for c in choices if _fold(c.conversation, folds) != k]
+        train = [c for c in choices if fold_of(c.conversation, folds) != k]
         w = fit_logit(train, columns)
         for i, c in enumerate(choices):
-            if _fold(c.conversation, folds) == k:
+            if fold_of(c.conversation, folds) == k:
                 picks[i] = int(np.argmax(c.signals[:, columns] @ w))
     return picks
 
@@ -238,6 +236,11 @@ def _summary(choices: list[Choice], picks: list[int]) -> dict[str, dict[str, flo
                 float(np.mean([choices[i].mrr[picks[i]] for i in idx])), 4),
         }
     return out
+
+
+def _by_kind(choices: list[Choice], value: Callable[[Choice], float]) -> dict[str, float]:
+    return {kind: round(float(np.mean([value(c) for c in choices if kind in ("all", c.kind)])), 4)
+            for kind in ("continue", "return", "all")}
 
 
 def main() -> None:
@@ -268,18 +271,12 @@ def main() -> None:
                 choices, _cross_validated(choices, everything)),
             "the true thread's row (its chain; T* when none)": _summary(
                 choices, [c.true if c.true is not None else 0 for c in choices]),
-            "dhrag as run (MRR@10, hedged and integrated)": {
-                kind: round(float(np.mean([c.dhrag for c in choices
-                                           if kind in ("all", c.kind)])), 4)
-                for kind in ("continue", "return", "all")},
-            "dhrag with T*'s query only (MRR@10, same turns)": {
-                kind: round(float(np.mean([c.t_star_only for c in choices
-                                           if kind in ("all", c.kind)])), 4)
-                for kind in ("continue", "return", "all")},
-            "the better of the two on each turn (hindsight)": {
-                kind: round(float(np.mean([max(c.dhrag, c.t_star_only) for c in choices
-                                           if kind in ("all", c.kind)])), 4)
-                for kind in ("continue", "return", "all")},
+            "dhrag as run (MRR@10, hedged and integrated)": _by_kind(
+                choices, lambda c: c.dhrag),
+            "dhrag with T*'s query only (MRR@10, same turns)": _by_kind(
+                choices, lambda c: c.t_star_only),
+            "the better of the two on each turn (hindsight)": _by_kind(
+                choices, lambda c: max(c.dhrag, c.t_star_only)),
             "logit weights on every signal (all turns)": dict(zip(
                 SIGNALS, (round(float(w), 2) for w in fit_logit(choices, everything)),
                 strict=True)),
