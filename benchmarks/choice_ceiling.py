@@ -12,7 +12,10 @@ The report gives, by kind, how often the pick is right and MRR@10 of the picked 
 beside the engine's rule, the true thread's row and what dhrag returned on the same turns
 (hedged over runner-up threads, history passages integrated) and with T*'s query alone, and the
 better of those two on each turn in hindsight (the ceiling of any rule for when to hedge):
-whether a better *rule* over these signals is where the interleaved gap can be closed.
+whether a better *rule* over these signals is where the interleaved gap can be closed. Those
+rows are searched on the engine's own chains at each turn; a better choice also files later
+turns better, so the sets are replayed once more end to end with T* chosen by the logit
+(weights fitted on all turns: an optimistic bound), beside the engine's rule.
 
 Signals per chain: the engine's thread relevance and recency (``thread_half_life``), whether it
 holds the session's latest turn, log of its length; the query's cosine to the chain's latest
@@ -31,7 +34,8 @@ import argparse
 import json
 import math
 from collections import Counter
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -42,8 +46,9 @@ from benchmarks.__main__ import default_cache
 from benchmarks.data import build_conversations
 from benchmarks.dhrag_systems import DHRAGSystem
 from benchmarks.interleave import interleave_benchmark
-from benchmarks.metrics import reciprocal_rank
+from benchmarks.metrics import TaskScore, reciprocal_rank
 from benchmarks.mtrag_kb import load_with_kb
+from benchmarks.replay import replay, score_runs
 from benchmarks.sparse import tokenize
 from benchmarks.systems import BenchContext
 from benchmarks.tune_dhrag import fold_of
@@ -51,8 +56,9 @@ from dhrag_core import DHRAG, FaissKnowledgeBase, Settings
 from dhrag_core.algorithm import scoring
 from dhrag_core.algorithm.hierarchy import topic_vector
 from dhrag_core.algorithm.rewriting import expand_vector
-from dhrag_core.history.session import SessionState
-from dhrag_core.records import Passage, Turn, Vector
+from dhrag_core.history.selection import Selector
+from dhrag_core.history.session import SessionState, Threads
+from dhrag_core.records import Passage, Selection, Turn, Vector
 from dhrag_core.timing import StageTimer
 
 __all__ = ["SIGNALS", "Choice", "fit_logit", "main"]
@@ -151,44 +157,102 @@ def _t_star_only(engine: DHRAG, session: str, question: str, qv: Vector) -> list
     return [c.passage.key for c in sel.context[:10]]
 
 
-def _choice(db: Any, kb: FaissKnowledgeBase, s: SessionState, qv: Vector,
-            thread_of: dict[str, str], thread: str, kind: str, relevant: frozenset[str],
-            topic: Any, words: _Words, question: str) -> Choice:
-    cfg = db.settings
-    found, matches = db._selector.threads(s, qv)
+def _chain_signals(cfg: Settings, kb: FaissKnowledgeBase, s: SessionState, qv: Vector,
+                   found: Sequence[tuple[int, float]], question: str,
+                   words: _Words) -> np.ndarray:
+    """The ``SIGNALS`` of each chain in ``found`` (id, relevance) for the query ``qv``."""
     raw = kb.search_vectors(qv[None, :], 10)[0]
     raw_vectors = np.stack([p.vector for p in raw if p.vector is not None])
     raw_mean = raw_vectors.mean(axis=0)
     unclear = 0.7 - float((raw_vectors @ qv).max())
-    rows, signals, true = [], [], None
-    for i, (cid, rel) in enumerate(found):
-        members = [t for t in s.turns if s.tree.chain_of(t) == cid]
-        if Counter(thread_of[t] for t in members).most_common(1)[0][0] == thread:
-            true = i if true is None else true
-        latest = max(members, key=lambda t: s.turns[t].index)
-        q, a, shown_vectors = s.turns[latest].decoded()
+    signals = []
+    for cid, rel in found:
+        ordered = sorted((t for t in s.turns if s.tree.chain_of(t) == cid),
+                         key=lambda t: s.turns[t].index)
+        latest = s.turns[ordered[-1]]
+        q, a, shown_vectors = latest.decoded()
         latest_passages = _mean(list(shown_vectors), len(qv))
-        recency = float(scoring.recency(s.next_index - s.turns[latest].index,
-                                        cfg.thread_half_life))
-        passages = _mean([v for t in members for v in s.turns[t].decoded()[2]], len(qv))
-        ordered = sorted(members, key=lambda t: s.turns[t].index)
+        recency = float(scoring.recency(s.next_index - latest.index, cfg.thread_half_life))
+        passages = _mean([v for t in ordered for v in s.turns[t].decoded()[2]], len(qv))
         said = [f"{s.turns[t].query} {s.turns[t].response}" for t in ordered[-8:]]
         shown = [x.text for t in ordered[-4:] for x in s.turns[t].passages[:3]]
+        topic = topic_vector(latest, cfg.topic_answer_weight, cfg.topic_passage_weight)
         signals.append([
-            rel, recency, float(latest == s.latest), float(np.log(len(members))),
+            rel, recency, float(latest.turn_id == s.latest), float(np.log(len(ordered))),
             float(q @ qv), float(a @ qv) if a is not None else 0.0,
-            float(latest_passages @ qv), float(topic(s.turns[latest]) @ qv),
+            float(latest_passages @ qv), float(topic @ qv),
             float(raw_mean @ passages), float(raw_mean @ latest_passages),
             float(raw_mean @ a) if a is not None else 0.0, recency * unclear,
             words.overlap(question, said[-1]), words.overlap(question, " ".join(said)),
             words.overlap(question, " ".join(shown)),
         ])
+    return np.array(signals)
+
+
+def _choice(db: Any, kb: FaissKnowledgeBase, s: SessionState, qv: Vector,
+            thread_of: dict[str, str], thread: str, kind: str, relevant: frozenset[str],
+            topic: Any, words: _Words, question: str) -> Choice:
+    cfg = db.settings
+    found, matches = db._selector.threads(s, qv)
+    rows, true = [], None
+    for i, (cid, _) in enumerate(found):
+        members = [t for t in s.turns if s.tree.chain_of(t) == cid]
+        if true is None and Counter(thread_of[t] for t in members).most_common(1)[0][0] == thread:
+            true = i
         chosen = db._selector._select_in_thread(s, qv, cid, matches, lambda: 0.0,
                                                 describe=False)
         rows.append(expand_vector(qv, chosen, cfg.expansion, topic))
     found_rows = kb.search_vectors(np.stack(rows).astype(np.float32), 10)
     mrr = np.array([reciprocal_rank([p.key for p in r], relevant) for r in found_rows])
-    return Choice(np.array(signals), true, mrr, kind, thread)
+    return Choice(_chain_signals(cfg, kb, s, qv, found, question, words), true, mrr, kind,
+                  thread)
+
+
+@contextmanager
+def _logit_choice(weights: np.ndarray, kb: FaissKnowledgeBase,
+                  words: _Words) -> Iterator[None]:
+    """While open, the engine puts first the chain the logit ``weights`` score highest (the
+    rest in that order too), at select and at record time."""
+    original_threads, original_select = Selector.threads, DHRAG.select
+    asked = [""]
+
+    def select(self: DHRAG, session_id: str, query: str, k: int | None = None) -> Selection:
+        asked[0] = query
+        return original_select(self, session_id, query, k)
+
+    def threads(self: Selector, s: SessionState, qv: Vector) -> Threads:
+        found, matches = original_threads(self, s, qv)
+        if len(found) < 2:
+            return found, matches
+        score = _chain_signals(self.settings, kb, s, qv, found, asked[0], words) @ weights
+        return [found[i] for i in np.argsort(-score, kind="stable")], matches
+
+    DHRAG.select = select  # type: ignore[method-assign]
+    Selector.threads = threads  # type: ignore[method-assign]
+    try:
+        yield
+    finally:
+        DHRAG.select = original_select  # type: ignore[method-assign]
+        Selector.threads = original_threads  # type: ignore[method-assign]
+
+
+def _end_to_end(ctx: BenchContext, bench: Any, threads: int, seeds: list[int],
+                weights: np.ndarray | None, words: _Words) -> dict[str, float]:
+    """MRR@10 by kind of the engine replayed on the sets, T* chosen by its rule or, with
+    ``weights``, by the logit."""
+    scores: list[TaskScore] = []
+    with (_logit_choice(weights, ctx.kb, words) if weights is not None else nullcontext()):
+        for seed in seeds:
+            tasks = interleave_benchmark(bench.conversations, threads=threads, block=(2, 4),
+                                         seed=seed)
+            system = DHRAGSystem("dhrag", ctx, Settings())
+            scores += score_runs(replay(system, build_conversations(tasks),
+                                        show_progress=False), tasks)
+    out = {"all": round(float(np.mean([x.values["MRR@10"] for x in scores])), 4)}
+    for kind in ("first", "continue", "return"):
+        out[kind] = round(float(np.mean([x.values["MRR@10"] for x in scores
+                                         if x.tags.get("kind") == kind])), 4)
+    return out
 
 
 def fit_logit(choices: list[Choice], columns: tuple[int, ...], l2: float = 1e-3) -> np.ndarray:
@@ -254,10 +318,11 @@ def main() -> None:
     ctx = BenchContext(kb=kb, embedder=emb)
     report: dict[str, Any] = {"seeds": args.seeds, "signals": list(SIGNALS)}
     words = _Words(bench.kb)
+    seeds = [int(x) for x in args.seeds.split(",")]
     for threads in (int(t) for t in args.threads.split(",")):
-        choices = [c for seed in (int(s) for s in args.seeds.split(","))
-                   for c in _choices(ctx, kb, bench, threads, seed, words)]
+        choices = [c for seed in seeds for c in _choices(ctx, kb, bench, threads, seed, words)]
         everything = tuple(range(len(SIGNALS)))
+        weights = fit_logit(choices, everything)
         part: dict[str, Any] = {
             "turns": len(choices),
             "a chain is mostly the true thread": round(
@@ -278,8 +343,11 @@ def main() -> None:
             "the better of the two on each turn (hindsight)": _by_kind(
                 choices, lambda c: max(c.dhrag, c.t_star_only)),
             "logit weights on every signal (all turns)": dict(zip(
-                SIGNALS, (round(float(w), 2) for w in fit_logit(choices, everything)),
-                strict=True)),
+                SIGNALS, (round(float(w), 2) for w in weights), strict=True)),
+            "end to end, MRR@10: the engine's rule": _end_to_end(
+                ctx, bench, threads, seeds, None, words),
+            "end to end, MRR@10: T* by the logit (weights of all turns: optimistic)":
+                _end_to_end(ctx, bench, threads, seeds, weights, words),
         }
         report[f"{threads} threads"] = part
         print(threads, json.dumps(part, indent=1), flush=True)
