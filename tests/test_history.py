@@ -296,20 +296,25 @@ def test_sessions_in_memory_are_bounded_and_reloaded_from_the_store(tmp_path: Pa
 
 
 def test_reading_unknown_sessions_allocates_nothing_lasting() -> None:
+    import gc
     import tracemalloc
 
     db = HistoryDatabase(embedder=HashingEmbedder(64))
     db.add("known", "How long is the wall?", ["21,196 km"], "21,196 km.")
     db.select("probe", "warm up")
+    # what is kept, not what awaits the cycle collector (a read's throw-away session state
+    # holds reference cycles; when the collector last ran decided the old figure, ~0-210 kB)
+    gc.collect()
     tracemalloc.start()
     base = tracemalloc.get_traced_memory()[0]
     for i in range(2_000):
         assert db.select(f"stranger{i}", "anything?") == []
         assert db.search(f"stranger{i}", "anything?") == [] and db.size(f"stranger{i}") == 0
+    gc.collect()
     grown = tracemalloc.get_traced_memory()[0] - base
     tracemalloc.stop()
     assert list(db._sessions) == ["known"] and db.store.sessions() == ["known"]
-    assert grown < 200_000, f"{grown:,} bytes kept after 2,000 reads of unknown sessions"
+    assert grown < 50_000, f"{grown:,} bytes kept after 2,000 reads of unknown sessions"
 
 
 def test_deleting_sessions_frees_their_memory() -> None:
