@@ -114,12 +114,7 @@ def _choices(ctx: BenchContext, kb: FaissKnowledgeBase, bench: Any, threads: int
     tasks = interleave_benchmark(bench.conversations, threads=threads, block=(2, 4), seed=seed)
     system = DHRAGSystem("dhrag", ctx, Settings())
     db = system.engine.history
-    cfg = db.settings
     out: list[Choice] = []
-
-    def topic(t: Turn) -> Vector:
-        return topic_vector(t, cfg.topic_answer_weight, cfg.topic_passage_weight)
-
     for conv in build_conversations(tasks):
         system.start(conv.conversation_id)
         thread_of: dict[str, str] = {}
@@ -133,7 +128,7 @@ def _choices(ctx: BenchContext, kb: FaissKnowledgeBase, bench: Any, threads: int
             if (task is not None and task.evaluated and kind in ("continue", "return")
                     and sel is not None and s.tree.has_chains):
                 out.append(_choice(db, kb, s, sel.query_vector, thread_of, thread, kind,
-                                   frozenset(task.relevant), topic, words, turn.question))
+                                   frozenset(task.relevant), words, turn.question))
                 out[-1].dhrag = reciprocal_rank([p.key for p in ranked[:10]], task.relevant)
                 alone = _t_star_only(system.engine, system.session, turn.question,
                                      sel.query_vector)
@@ -191,8 +186,12 @@ def _chain_signals(cfg: Settings, kb: FaissKnowledgeBase, s: SessionState, qv: V
 
 def _choice(db: Any, kb: FaissKnowledgeBase, s: SessionState, qv: Vector,
             thread_of: dict[str, str], thread: str, kind: str, relevant: frozenset[str],
-            topic: Any, words: _Words, question: str) -> Choice:
+            words: _Words, question: str) -> Choice:
     cfg = db.settings
+
+    def topic(t: Turn) -> Vector:
+        return topic_vector(t, cfg.topic_answer_weight, cfg.topic_passage_weight)
+
     found, matches = db._selector.threads(s, qv)
     rows, true = [], None
     for i, (cid, _) in enumerate(found):
