@@ -4,15 +4,16 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Mapping
+import numbers
+from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from typing import Any, Literal
 
 from dhrag_core.records import Passage
 
-__all__ = ["CLEANED_KEY", "SearchPath", "check_k", "check_metadata", "check_search",
-           "check_session_id", "check_text", "check_texts", "clean_json", "clean_passage",
-           "clean_text"]
+__all__ = ["CLEANED_KEY", "SearchPath", "check_found", "check_k", "check_metadata",
+           "check_search", "check_session_id", "check_text", "check_texts", "clean_json",
+           "clean_passage", "clean_text"]
 
 CLEANED_KEY = "dhrag_cleaned"
 """Passage metadata key saying what cleaning changed (shown in traces)."""
@@ -89,6 +90,23 @@ def check_texts(texts: Any) -> list[str]:
         if not isinstance(t, str):
             raise TypeError(f"texts[{i}] must be str, got {type(t).__name__}")
     return items
+
+
+def check_found(found: Any, call: str) -> list[Passage]:
+    """What a knowledge base's ``call`` returned, if it is a list of ``Passage`` with str text;
+    else ``TypeError`` saying what the knowledge base must return (a user's retriever that
+    returns strings or dicts would otherwise fail later, far from the cause)."""
+    need = f"the knowledge base's {call} must return a list of dhrag_core.Passage"
+    if isinstance(found, (str, bytes, Passage)) or not isinstance(found, Sequence):
+        raise TypeError(f"{need}, got {type(found).__name__}")
+    for i, p in enumerate(found):
+        if not isinstance(p, Passage):
+            raise TypeError(f"{need}; item {i} is {type(p).__name__}: wrap it, "
+                            "Passage(text=..., id=...)")
+        if not isinstance(p.text, str):
+            raise TypeError(f"{need} with str text; item {i} has text of type "
+                            f"{type(p.text).__name__}")
+    return list(found)
 
 
 def check_metadata(name: str, value: Any, *, max_chars: int) -> dict[str, Any]:
@@ -190,6 +208,13 @@ def clean_passage(p: Passage, max_chars: int) -> Passage:
     text, notes = clean_text(p.text, max_chars)
     title, n = clean_text(p.title if isinstance(p.title, str) else str(p.title))
     notes += [f"title: {x}" for x in n]
+    score = p.score
+    if score is not None and (isinstance(score, bool) or not isinstance(score, numbers.Real)
+                              or not math.isfinite(score)):
+        notes.append(f"score: {score!r} is not a finite number, dropped")
+        score = None
+    elif score is not None and type(score) is not float:
+        score = float(score)  # a NumPy scalar, say: what every store can write
     pid = p.id
     if pid is not None:
         pid, n = clean_text(pid if isinstance(pid, str) else str(pid))
@@ -200,8 +225,9 @@ def clean_passage(p: Passage, max_chars: int) -> Passage:
     except (TypeError, ValueError, RecursionError):
         meta, n = clean_json(p.metadata)
         notes += [f"metadata: {x}" for x in n] or ["metadata: made JSON-safe"]
-    if not notes:
+    if not notes and score is p.score:
         return p
-    earlier = meta.get(CLEANED_KEY)
-    meta[CLEANED_KEY] = "; ".join(([earlier] if isinstance(earlier, str) else []) + notes)
-    return replace(p, text=text, title=title, id=pid, metadata=meta)
+    if notes:
+        earlier = meta.get(CLEANED_KEY)
+        meta[CLEANED_KEY] = "; ".join(([earlier] if isinstance(earlier, str) else []) + notes)
+    return replace(p, text=text, title=title, id=pid, score=score, metadata=meta)

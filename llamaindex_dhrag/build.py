@@ -3,7 +3,7 @@ embedder, history store and rewriter chosen from LlamaIndex arguments)."""
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Any, Literal
 
 from llama_index.core.base.base_retriever import BaseRetriever
 from llama_index.core.base.embeddings.base import BaseEmbedding
@@ -15,7 +15,7 @@ from dhrag_core.validation import SearchPath
 from llamaindex_dhrag.knowledge import knowledge_and_embedder
 from llamaindex_dhrag.llm import LlamaIndexLLM
 
-__all__ = ["build_dhrag"]
+__all__ = ["build_dhrag", "check_retriever"]
 
 
 def build_dhrag(
@@ -49,11 +49,7 @@ def build_dhrag(
         >>> rag = build_dhrag(index.as_retriever(similarity_top_k=20),  # doctest: +SKIP
         ...                   embedder=DHRAGEmbedding(), store="sqlite:///history.db")
     """
-    if not isinstance(retriever, BaseRetriever):
-        raise TypeError(
-            "retriever must be a llama_index BaseRetriever (e.g. index.as_retriever()), "
-            f"got {type(retriever).__name__}"
-        )
+    check_retriever(retriever)
     kb, emb = knowledge_and_embedder(retriever, embedder, search)
     if rewriter == "light":
         chosen: QueryRewriter = LightRewriter()
@@ -68,3 +64,13 @@ def build_dhrag(
             f'rewriter must be "light", "llm" or a QueryRewriter, got {rewriter!r}'
         )
     return DHRAG(kb, embedder=emb, store=store, settings=settings, rewriter=chosen)
+
+
+def check_retriever(retriever: Any) -> BaseRetriever:
+    """``retriever`` if it is a LlamaIndex ``BaseRetriever``, else ``TypeError``."""
+    if not isinstance(retriever, BaseRetriever):
+        raise TypeError(
+            "retriever must be a llama_index BaseRetriever (e.g. index.as_retriever()), "
+            f"got {type(retriever).__name__}"
+        )
+    return retriever

@@ -35,7 +35,7 @@ from dhrag_core import DHRAG, Embedder, QueryRewriter, Selection, Settings
 from dhrag_core.store import HistoryStore
 from dhrag_core.validation import check_k, check_session_id, check_text
 from llamaindex_dhrag.answer import DEFAULT_CONTEXT_PROMPT, answer_messages, selection_sources
-from llamaindex_dhrag.build import build_dhrag
+from llamaindex_dhrag.build import build_dhrag, check_retriever
 from llamaindex_dhrag.convert import message_pairs, message_text, turns_to_messages
 from llamaindex_dhrag.llm import check_llm, configured_llm
 
@@ -154,6 +154,7 @@ class DHRAGChatEngine(BaseChatEngine):
             ...     index.as_retriever(similarity_top_k=20), llm, rewriter="llm",
             ...     store="sqlite:///history.db")
         """
+        check_retriever(retriever)
         llm = configured_llm() if llm is None else check_llm(llm)
         if session_id is not None:
             check_session_id(session_id)

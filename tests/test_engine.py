@@ -517,3 +517,83 @@ def test_the_clarity_gate_ranks_a_clear_query_by_itself_and_expands_the_others()
     sel = ungated.select("u", clear)
     assert sel.clarity is None
     assert not np.allclose(sel.search_vector, qv), "without the gate the query is expanded"
+
+
+def test_the_engine_shares_the_knowledge_bases_embedder_and_checks_its_dimension() -> None:
+    emb = HashingEmbedder()
+    kb = FaissKnowledgeBase(KB, emb)
+    assert DHRAG(kb).history.embedder is emb
+    with pytest.raises(ValueError, match="256 dimensions but the embedder gives 128"):
+        DHRAG(kb, embedder=HashingEmbedder(128))
+    with pytest.raises(ValueError, match=r"shape \(n, 256\)"):
+        kb.search_vectors(np.ones((1, 128), dtype=np.float32), 2)
+    with pytest.raises(TypeError, match="wrap it"):
+        FaissKnowledgeBase("hello world", emb)  # type: ignore[arg-type]
+
+
+class _Returns:
+    """A user's knowledge base that returns ``found`` whatever it is asked."""
+
+    def __init__(self, found: object) -> None:
+        self.found = found
+
+    def search(self, query: str, k: int) -> object:
+        return self.found
+
+    async def asearch(self, query: str, k: int) -> object:
+        return self.found
+
+
+@pytest.mark.parametrize("found, says", [
+    (["a plain string"], "item 0 is str"),
+    ([{"text": "a dict"}], "item 0 is dict"),
+    (None, "got NoneType"),
+    ([Passage(text=None)], "item 0 has text of type NoneType"),  # type: ignore[arg-type]
+])
+def test_a_knowledge_base_returning_the_wrong_types_is_named_and_loses_no_history(
+        tmp_path: Path, found: object, says: str) -> None:
+    emb = HashingEmbedder()
+    store = f"sqlite:///{tmp_path / 'h.db'}"
+    good = DHRAG(FaissKnowledgeBase(KB, emb), store=store)
+    good.record("u", "How long is the Great Wall?", "21,196 km.",
+                selection=good.select("u", "How long is the Great Wall?"))
+    bad = DHRAG(_Returns(found), embedder=emb, store=store)  # type: ignore[arg-type]
+    with pytest.raises(TypeError, match=r"search\(query, k\) must return a list of "
+                                        r"dhrag_core.Passage.*" + says):
+        bad.select("u", "Who built it?")
+    with pytest.raises(TypeError, match=r"asearch\(query, k\) must return"):
+        asyncio.run(bad.aselect("u", "Who built it?"))
+    assert [t.query for t in good.history.turns("u")] == ["How long is the Great Wall?"]
+
+
+def test_search_vectors_must_return_one_list_per_row() -> None:
+    emb = HashingEmbedder()
+    inner = FaissKnowledgeBase(KB, emb)
+
+    class OneRowShort:
+        embedder = emb
+
+        def search(self, query: str, k: int) -> list[Passage]:
+            return inner.search(query, k)
+
+        def search_vectors(self, vectors: np.ndarray, k: int) -> list[list[Passage]]:
+            return inner.search_vectors(vectors, k)[:-1]
+
+    with pytest.raises(TypeError, match="per query row; asked with 1, got list of length 0"):
+        DHRAG(OneRowShort()).select("u", "How long is the Great Wall?")
+
+
+def test_a_store_that_is_no_store_is_refused_at_construction() -> None:
+    for store in (123, ["x"], object()):
+        with pytest.raises(TypeError, match=r"store must be a URL .* or a HistoryStore"):
+            DHRAG(FaissKnowledgeBase(KB, HashingEmbedder()), store=store)  # type: ignore[arg-type]
+
+
+def test_a_selection_made_for_another_query_is_refused_and_stays_pending(rag: DHRAG) -> None:
+    sel = rag.select("u", "How long is the Great Wall?")
+    with pytest.raises(ValueError, match="made for the query 'How long is the Great Wall"):
+        rag.record("u", "Who built it?", "Emperors.", selection=sel)
+    assert rag.history.turns("u") == []
+    assert rag.pending("u") is sel
+    rag.record("u", sel.query, "21,196 km.", selection=sel)
+    assert [t.query for t in rag.history.turns("u")] == [sel.query]

@@ -376,6 +376,21 @@ def test_unstorable_passages_are_cleaned_and_the_turn_is_kept(tmp_path: Path) ->
     assert "lone surrogates" in notes[2] and "id:" in notes[2] and notes[3] == ""
 
 
+def test_a_score_that_is_no_number_is_dropped_and_the_turn_is_kept(tmp_path: Path) -> None:
+    url = f"sqlite:///{tmp_path / 'h.db'}"
+    db = HistoryDatabase(embedder=HashingEmbedder(64), store=url)
+    db.add("s", "What is it?", [
+        Passage(text="one", id="a", score="high"),  # type: ignore[arg-type]
+        Passage(text="two", id="b", score=float("nan")),
+        Passage(text="three", id="c", score=np.float32(0.5)),  # type: ignore[arg-type]
+    ], "It is one.")
+    [stored] = HistoryDatabase(embedder=HashingEmbedder(64), store=url).turns("s")
+    assert [p.score for p in stored.passages] == [None, None, 0.5]
+    notes = [p.metadata.get("dhrag_cleaned", "") for p in stored.passages]
+    assert "score: 'high' is not a finite number" in notes[0] and "score: nan" in notes[1]
+    assert notes[2] == ""
+
+
 def test_cleaning_is_shown_in_the_trace(tmp_path: Path) -> None:
     from dhrag_core import DHRAG, FaissKnowledgeBase
 

@@ -70,6 +70,12 @@ class HistoryDatabase:
             raise TypeError(
                 f"settings must be a dhrag_core.Settings, got {type(settings).__name__}"
             )
+        if not isinstance(store, (str, type(None), HistoryStore)):
+            raise TypeError(
+                "store must be a URL (memory, sqlite:///path.db, postgresql://...) or a "
+                "HistoryStore (load, version, apply, delete_session, sessions, close), got "
+                f"{type(store).__name__}"
+            )
         if embedder is not None and not isinstance(embedder, Embedder):
             raise TypeError("embedder must have .dimension and .encode(texts) (Embedder protocol)")
         self.settings = settings or Settings()

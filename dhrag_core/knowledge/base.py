@@ -66,6 +66,9 @@ class FaissKnowledgeBase:
         vectors: np.ndarray | None = None,
         batch_size: int = 256,
     ) -> None:
+        if isinstance(passages, (str, bytes, Passage)):
+            raise TypeError("passages must be a sequence of str or Passage, not one item; "
+                            "wrap it: [passage]")
         self.embedder: Embedder = embedder if embedder is not None else MiniLMEmbedder()
         items = [p if isinstance(p, Passage) else Passage(text=p, id=str(i))
                  for i, p in enumerate(passages)]
@@ -109,6 +112,11 @@ class FaissKnowledgeBase:
         """Batch search by query embeddings (one list of passages per row)."""
         check_k(k)
         q = l2_normalise(queries)
+        if q.ndim != 2 or q.shape[1] != self.embedder.dimension:
+            raise ValueError(
+                f"query vectors must have shape (n, {self.embedder.dimension}), got {q.shape}: "
+                "embed queries with the embedder this knowledge base was built with"
+            )
         if not len(self.passages):
             return [[] for _ in range(q.shape[0])]
         scores, ids = self.index.search(q, min(k, len(self.passages)))

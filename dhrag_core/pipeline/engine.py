@@ -29,7 +29,7 @@ from dhrag_core.records import ContextItem, Passage, SelectedTurn, Selection, Tu
 from dhrag_core.settings import Settings
 from dhrag_core.store import HistoryStore
 from dhrag_core.timing import StageTimer
-from dhrag_core.validation import check_k, check_session_id
+from dhrag_core.validation import check_found, check_k, check_session_id
 
 __all__ = ["DHRAG"]
 
@@ -40,7 +40,9 @@ class DHRAG:
     Args:
         knowledge: The static knowledge base K (anything with ``search(query, k)``; one that
             also has ``search_vectors(vectors, k)`` is searched with the expanded query vector).
-        embedder: Encodes queries and history; default: offline MiniLM.
+        embedder: Encodes queries and history; default: the knowledge base's own ``embedder``
+            when it has one (one model in memory, and the expanded query vectors are in the
+            space it searches), else offline MiniLM.
         store: History store or URL (``memory``, ``sqlite:///path.db``,
             ``postgresql://user:password@host/db``).
         settings: Every knob and ablation switch.
@@ -82,12 +84,15 @@ class DHRAG:
     ) -> None:
         if not isinstance(knowledge, KnowledgeBase):
             raise TypeError("knowledge must have a search(query, k) method (KnowledgeBase)")
+        if history is None and embedder is None:
+            embedder = _embedder_of(knowledge)
         self.history = history or HistoryDatabase(
             embedder=embedder, store=store, settings=settings, clock=clock,
             summariser=summariser,
         )
         self.knowledge = knowledge
         self.settings = self.history.settings
+        _check_same_space(knowledge, self.history.embedder)
         self.rewriter: QueryRewriter = rewriter or LightRewriter()
         dim = self.history.embedder.dimension
         if integration_matrix is not None and np.shape(integration_matrix) != (dim, dim):
@@ -244,19 +249,20 @@ class DHRAG:
         cfg = self.settings
         search_vectors = getattr(self.knowledge, "search_vectors", None)
         if callable(search_vectors):
-            return _union(search_vectors(vectors, cfg.kb_k))
-        return list(self.knowledge.search(text, cfg.text_k or cfg.kb_k))
+            return _union(_check_rows(search_vectors(vectors, cfg.kb_k), len(vectors)))
+        return check_found(self.knowledge.search(text, cfg.text_k or cfg.kb_k), "search(query, k)")
 
     async def _asearch_kb(self, text: str, vectors: Vector) -> list[Passage]:
         cfg, kb = self.settings, self.knowledge
         if callable(getattr(kb, "search_vectors", None)):
             asearch_vectors = getattr(kb, "asearch_vectors", None)
             if inspect.iscoroutinefunction(asearch_vectors):
-                return _union(await asearch_vectors(vectors, cfg.kb_k))
+                found = await asearch_vectors(vectors, cfg.kb_k)
+                return _union(_check_rows(found, len(vectors), "asearch_vectors(vectors, k)"))
             return await asyncio.to_thread(self._search_kb, text, vectors)
         asearch = getattr(kb, "asearch", None)
         if inspect.iscoroutinefunction(asearch):
-            return list(await asearch(text, cfg.text_k or cfg.kb_k))
+            return check_found(await asearch(text, cfg.text_k or cfg.kb_k), "asearch(query, k)")
         return await asyncio.to_thread(self._search_kb, text, vectors)
 
     def _integrate(
@@ -364,13 +370,18 @@ class DHRAG:
             raise ValueError(
                 f"selection belongs to session {selection.session_id!r}, not {session_id!r}"
             )
+        if selection is not None and selection.query != query:
+            raise ValueError(
+                f"selection was made for the query {selection.query!r}, not {query!r}: "
+                "pass the selection of this query, or its passages as passages="
+            )
         taken = self._take_pending(session_id, query)
         selection = selection if selection is not None else taken
         shown: Sequence[Passage | str] = (
             passages if passages is not None
             else (selection.passages if selection is not None else [])
         )
-        qv = selection.query_vector if selection is not None and selection.query == query else None
+        qv = selection.query_vector if selection is not None else None
         try:
             return self.history.add(session_id, query, shown, response, metadata=metadata,
                                     query_vector=qv)
@@ -411,3 +422,35 @@ def _union(rows: Sequence[Sequence[Passage]]) -> list[Passage]:
                 seen.add(p.key)
                 out.append(p)
     return out
+
+
+def _embedder_of(knowledge: KnowledgeBase) -> Embedder | None:
+    """The knowledge base's own embedder, if it exposes one (``FaissKnowledgeBase`` and the
+    adapters' knowledge bases do)."""
+    found = getattr(knowledge, "embedder", None)
+    return found if isinstance(found, Embedder) else None
+
+
+def _check_same_space(knowledge: KnowledgeBase, embedder: Embedder) -> None:
+    """A knowledge base searched by vector must embed in the history embedder's space; a
+    difference in dimension is caught here rather than inside the first search."""
+    own = _embedder_of(knowledge)
+    if callable(getattr(knowledge, "search_vectors", None)) and own is not None \
+            and own.dimension != embedder.dimension:
+        raise ValueError(
+            f"the knowledge base embeds in {own.dimension} dimensions but the embedder gives "
+            f"{embedder.dimension}: pass the knowledge base's embedder to DHRAG (or leave "
+            "embedder unset to share it)"
+        )
+
+
+def _check_rows(found: Any, rows: int, call: str = "search_vectors(vectors, k)") -> list[
+        list[Passage]]:
+    """``search_vectors``' result: one list of passages per query row."""
+    if isinstance(found, (str, bytes)) or not isinstance(found, Sequence) or len(found) != rows:
+        raise TypeError(
+            f"the knowledge base's {call} must return one list of dhrag_core.Passage per "
+            f"query row; asked with {rows}, got {type(found).__name__}"
+            + (f" of length {len(found)}" if isinstance(found, Sequence) else "")
+        )
+    return [check_found(row, call) for row in found]

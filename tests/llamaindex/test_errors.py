@@ -72,6 +72,8 @@ def test_bad_constructor_arguments(make_engine: Make, index: VectorStoreIndex, l
         DHRAGChatEngine.from_defaults(index.as_retriever(), "gpt-4o")  # type: ignore[arg-type]
     with pytest.raises(TypeError, match="retriever must be"):
         DHRAGChatEngine.from_defaults(index, llm, embedder=hashing)  # type: ignore[arg-type]
+    with pytest.raises(TypeError, match="retriever must be"):  # named before the missing LLM
+        DHRAGChatEngine.from_defaults(None)  # type: ignore[arg-type]
     with pytest.raises(ValueError, match="context_str"):
         DHRAGChatEngine(rag, llm, context_prompt="No context here: {query}")
     with pytest.raises(TypeError, match="context_prompt must be"):
