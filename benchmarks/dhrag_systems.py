@@ -174,6 +174,11 @@ def _register() -> None:
         "dhrag-hedge-always",
         lambda ctx: DHRAGSystem("dhrag-hedge-always", ctx, Settings(hedge_margin=None)),
         description="DH-RAG searching the runner-up threads however far below T* they are")
+    if Settings().lexical_weight:
+        register_system(
+            "dhrag-no-lexical",
+            lambda ctx: DHRAGSystem("dhrag-no-lexical", ctx, Settings(lexical_weight=0.0)),
+            description="DH-RAG ranking without the question's own words (lexical_weight=0)")
     register_system(
         "dhrag-no-clarity-gate",
         lambda ctx: DHRAGSystem("dhrag-no-clarity-gate", ctx, Settings(clarity_threshold=None)),

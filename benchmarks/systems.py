@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import fnmatch
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import cached_property
 
 import numpy as np
@@ -24,6 +24,7 @@ import numpy as np
 from benchmarks.replay import System
 from benchmarks.sparse import BM25Index
 from dhrag_core import Embedder, FaissKnowledgeBase, Passage, Settings, l2_normalise
+from dhrag_core.algorithm.lexical import word_overlap
 from dhrag_core.records import Vector
 
 __all__ = [
@@ -132,15 +133,28 @@ class DenseSystem(MemorySystem):
     """
 
     def __init__(self, name: str, kb: FaissKnowledgeBase, build: VectorBuilder, *,
-                 reference: bool = False) -> None:
+                 reference: bool = False, lexical_weight: float = 0.0,
+                 words: TextBuilder | None = None) -> None:
         super().__init__(name, reference=reference)
         self.kb = kb
         self.encoder = QueryEncoder(kb.embedder)
         self._build = build
+        self.lexical_weight = lexical_weight
+        self._words = words
 
     def retrieve(self, question: str, k: int) -> list[Passage]:
+        """The top ``k``; with ``lexical_weight``, dhrag's lexical term given to the baseline:
+        its ``kb_k`` candidates re-ranked by cosine + weight x ``word_overlap`` with the
+        question (or the text ``words`` builds)."""
         query = self._build(self.memory, question, self.encoder)
-        return self.kb.search_vectors(query[None, :], k)[0]
+        if not self.lexical_weight:
+            return self.kb.search_vectors(query[None, :], k)[0]
+        found = self.kb.search_vectors(query[None, :], max(k, Settings().kb_k))[0]
+        text = self._words(self.memory, question) if self._words is not None else question
+        scores = np.array([p.score or 0.0 for p in found]) + self.lexical_weight * word_overlap(
+            text, [p.text for p in found])
+        order = np.argsort(-scores, kind="stable")[:k]
+        return [replace(found[i], score=float(scores[i])) for i in order]
 
 
 class SparseSystem(MemorySystem):
@@ -333,13 +347,15 @@ def build_systems(patterns: Iterable[str], ctx: BenchContext) -> list[System]:
     return [REGISTRY[name].factory(ctx) for name in resolve_names(patterns)]
 
 
-def _answer_aware(name: str, build: VectorBuilder, gate: bool = False) -> SystemFactory:
+def _answer_aware(name: str, build: VectorBuilder, gate: bool = False,
+                  lexical: bool = False) -> SystemFactory:
     def factory(ctx: BenchContext) -> System:
         threshold = Settings().clarity_threshold
         chosen = build
         if gate and threshold is not None:
             chosen = clarity_gated(ctx.kb, build, threshold)
-        system = DenseSystem(name, ctx.kb, chosen)
+        system = DenseSystem(name, ctx.kb, chosen,
+                             lexical_weight=Settings().lexical_weight if lexical else 0.0)
         system.encoder = ctx.answer_encoder
         return system
     return factory
@@ -362,6 +378,13 @@ def _register_baselines() -> None:
                    f"the {what} of the last {n} turns + the question") for n in (1, 2, 3)]
     for name, text, description in texts:
         register_system(name, dense(name, embedded(text)), description=description)
+    lexical = Settings().lexical_weight
+    if lexical:
+        register_system(
+            "last-turn-lex",
+            lambda ctx: DenseSystem("last-turn-lex", ctx.kb, embedded(last_n_text(0, False)),
+                                    lexical_weight=lexical),
+            description="the current question alone, re-ranked with dhrag's lexical term")
     for w_prev in INTERPOLATION_GRID[0]:
         for w_first in INTERPOLATION_GRID[1]:
             name = f"interp-{w_prev:g}-{w_first:g}"
@@ -375,20 +398,38 @@ def _register_baselines() -> None:
                     name, _answer_aware(name, answer_interpolation(w_prev, w_first, w_ans)),
                     description=f"question + {w_prev:g} x previous + {w_first:g} x first "
                                 f"+ {w_ans:g} x previous answer")
-                if Settings().clarity_threshold is None:
-                    continue
-                register_system(
-                    f"{name}-gated",
-                    _answer_aware(f"{name}-gated", answer_interpolation(w_prev, w_first, w_ans),
-                                  gate=True),
-                    description=f"{name}, and a question clear on its own searched as is "
-                                "(dhrag's clarity gate)")
+                variants = [(False, "")]
+                if Settings().clarity_threshold is not None:
+                    variants.append((True, "-gated"))
+                for gate, tag in variants:
+                    if gate:
+                        register_system(
+                            f"{name}{tag}",
+                            _answer_aware(f"{name}{tag}",
+                                          answer_interpolation(w_prev, w_first, w_ans), gate=True),
+                            description=f"{name}, and a question clear on its own searched as "
+                                        "is (dhrag's clarity gate)")
+                    if lexical:
+                        register_system(
+                            f"{name}{tag}-lex",
+                            _answer_aware(f"{name}{tag}-lex",
+                                          answer_interpolation(w_prev, w_first, w_ans), gate=gate,
+                                          lexical=True),
+                            description=f"{name}{tag}, re-ranked with dhrag's lexical term")
     register_system(
         "rewrite-ref",
         lambda ctx: DenseSystem("rewrite-ref", ctx.kb, embedded(reference_text(ctx.references)),
                                 reference=True),
         reference=True,
         description="the MTRAG LLM rewrite from the data (reference, not an input)")
+    if lexical:
+        register_system(
+            "rewrite-ref-lex",
+            lambda ctx: DenseSystem(
+                "rewrite-ref-lex", ctx.kb, embedded(reference_text(ctx.references)),
+                reference=True, lexical_weight=lexical, words=reference_text(ctx.references)),
+            reference=True,
+            description="the MTRAG LLM rewrite, re-ranked with dhrag's lexical term on its words")
     for name, text, description in texts:
         if name in BM25_SYSTEMS:
             register_system(f"bm25-{name}", bm25(f"bm25-{name}", text),

@@ -62,6 +62,10 @@ class Settings:
         history_bonus: Integration logit bonus of a history passage per unit history weight.
         answer_bonus: Further bonus per unit history weight and unit cosine between the
             passage and the answer given with it (the passages the answer drew on).
+        lexical_weight: Weight of the question's words in the integration logits: each
+            candidate gains this times the IDF-weighted share of the rewritten query's content
+            words it contains (the question and the antecedents the rewriter filled in; IDF
+            among the query's candidates: ``lexical.word_overlap``); 0: off.
         temperature: Softmax temperature of the integration weights (paper eq. 6).
         relevance: What a stored turn's relevance to the query compares: ``"query"`` (its
             query, as paper eq. 13), ``"topic"`` (query pulled toward answer and passages) or
@@ -133,6 +137,7 @@ class Settings:
     rewrite_vector: bool = False
     history_bonus: float = 0.0
     answer_bonus: float = 0.0
+    lexical_weight: float = 0.16
     temperature: float = 0.05
     relevance: str = "query"
     relevance_contrast: float | None = 0.1
@@ -178,6 +183,7 @@ class Settings:
         _check_range("topic_passage_weight", self.topic_passage_weight, 0.0, 100.0)
         _check_range("history_bonus", self.history_bonus, -10.0, 10.0)
         _check_range("answer_bonus", self.answer_bonus, -10.0, 10.0)
+        _check_range("lexical_weight", self.lexical_weight, 0.0, 10.0)
         _check_range("thread_recency", self.thread_recency, 0.0, 10.0)
         _check_range("thread_half_life", self.thread_half_life, 1e-9, math.inf)
         if self.hedge_margin is not None:

@@ -23,6 +23,7 @@ from dhrag_core import (
     softmax,
 )
 from dhrag_core.algorithm.hierarchy import topic_vector
+from dhrag_core.algorithm.lexical import word_overlap
 from dhrag_core.algorithm.rewriting import expand_vector
 from dhrag_core.embedding import l2_normalise
 
@@ -202,8 +203,8 @@ def test_text_path_searches_the_rewrite_and_ranks_by_the_expanded_vector(
             calls.append((query, k))
             return super().search(query, k)
 
-    rag = DHRAG(Spy(FaissKnowledgeBase(KB, emb)), embedder=emb,
-                settings=Settings(text_k=5, rewrite_vector=rewrite_vector))
+    rag = DHRAG(Spy(FaissKnowledgeBase(KB, emb)), embedder=emb,  # vectors alone rank
+                settings=Settings(text_k=5, rewrite_vector=rewrite_vector, lexical_weight=0.0))
     s1 = rag.select("u", "What is the Great Wall of China built of?")
     rag.record("u", s1.query, "Stone, brick and earth.", selection=s1)
     s2 = rag.select("u", "How long is it?")
@@ -597,3 +598,28 @@ def test_a_selection_made_for_another_query_is_refused_and_stays_pending(rag: DH
     assert rag.pending("u") is sel
     rag.record("u", sel.query, "21,196 km.", selection=sel)
     assert [t.query for t in rag.history.turns("u")] == [sel.query]
+
+
+def test_word_overlap_weighs_the_words_that_tell_candidates_apart() -> None:
+    texts = ["The tower height was calculated in 1889.", "The tower is in Paris.",
+             "The tower is in Paris."]
+    got = word_overlap("How was the tower height calculated?", texts)
+    assert got.shape == (3,) and got[0] == pytest.approx(1.0)
+    # "tower" is in every candidate: it counts least, so the second holds less than a third
+    assert 0 < got[1] == got[2] < 1 / 3
+    assert not word_overlap("What is it?", texts).any()  # no content word: no evidence
+    assert word_overlap("tower", []).shape == (0,)
+
+
+@pytest.mark.parametrize("weight", [0.0, 1.0])
+def test_lexical_weight_lets_the_questions_words_reorder_the_context(weight: float) -> None:
+    emb = HashingEmbedder()
+    question = "How was the tower height calculated?"
+    texts = ["Filler about something else entirely.",
+             "Surveyors calculated the tower height in metres in 1889."]
+    vectors = np.stack([emb.encode([question])[0], emb.encode([texts[1]])[0]])
+    kb = FaissKnowledgeBase([Passage(t, id=str(i)) for i, t in enumerate(texts)], emb,
+                            vectors=vectors)
+    rag = DHRAG(kb, settings=Settings(lexical_weight=weight))
+    top = rag.select("u", question).context[0].passage.id
+    assert top == ("1" if weight else "0")

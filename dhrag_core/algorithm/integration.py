@@ -64,12 +64,15 @@ def integrate(
     history_bonus: float = 0.1,
     answer_bonus: float = 0.0,
     weighted: bool = True,
+    lexical: np.ndarray | None = None,
 ) -> list[ContextItem]:
     """The ``k`` best candidates as context items, de-duplicated by passage id (or text).
 
     ``query`` may hold several query vectors, one per row: a candidate then scores by its best
-    match among them. With ``weighted=False`` (the no-integration ablation) candidates are
-    ranked by plain cosine similarity, with no ``W`` and no history term.
+    match among them. ``lexical`` adds a term per candidate (the question's words it holds,
+    already weighted; ``lexical.word_overlap``). With ``weighted=False`` (the no-integration
+    ablation) candidates are ranked by plain cosine similarity (plus ``lexical``), with no
+    ``W`` and no history term.
     """
     if not candidates:
         return []
@@ -86,7 +89,8 @@ def integrate(
         answers: dict[str, Vector | None] = {}
         used = np.array([_answer_support(c, answers) for c in candidates])
         extra = extra + answer_bonus * hist * used
-    logits = (bilinear + extra) / temperature if weighted else sims / temperature
+    words = 0.0 if lexical is None else np.asarray(lexical, dtype=np.float32)
+    logits = ((bilinear + extra if weighted else sims) + words) / temperature
     best: dict[str, int] = {}
     for i, c in enumerate(candidates):
         j = best.get(c.passage.key)

@@ -20,6 +20,7 @@ import numpy as np
 
 from dhrag_core.algorithm.hierarchy import topic_vector
 from dhrag_core.algorithm.integration import Candidate, integrate
+from dhrag_core.algorithm.lexical import word_overlap
 from dhrag_core.algorithm.rewriting import LightRewriter, QueryRewriter, Rewrite, expand_vector
 from dhrag_core.algorithm.summaries import Summariser
 from dhrag_core.embedding import Embedder
@@ -277,7 +278,7 @@ class DHRAG:
             gated = clarity is not None and threshold is not None and clarity >= threshold
             if gated:
                 search = qv[None, :]
-            context = self._context(search, history, kb, vectors, k)
+            context = self._context(rewrite.text, search, history, kb, vectors, k)
         return Selection(
             session_id=session_id, query=query, rewritten_query=rewrite.text,
             history=tuple(history), context=tuple(context), query_vector=qv,
@@ -295,9 +296,11 @@ class DHRAG:
         return float((np.stack(vectors).astype(np.float32, copy=False) @ qv).max())
 
     def _context(
-        self, search: Vector, history: Sequence[SelectedTurn], kb: Sequence[Passage],
-        vectors: Sequence[Vector], k: int,
+        self, words: str, search: Vector, history: Sequence[SelectedTurn],
+        kb: Sequence[Passage], vectors: Sequence[Vector], k: int,
     ) -> list[ContextItem]:
+        """The integrated context; ``words`` (the rewritten query: the question and the
+        antecedents it names) weigh through ``lexical_weight``."""
         cfg = self.settings
         candidates = [Candidate(p, v, "kb") for p, v in zip(kb, vectors, strict=True)]
         # a passage also in the knowledge base scores with its one float32 vector, so that
@@ -309,11 +312,15 @@ class DHRAG:
                 Candidate(p, exact.get(p.key, stored[i]), "history", s)
                 for i, p in enumerate(s.turn.passages)
             )
+        lexical = None
+        if cfg.lexical_weight and candidates:
+            texts = [c.passage.text for c in candidates]
+            lexical = cfg.lexical_weight * word_overlap(words, texts)
         return integrate(
             search, candidates, k, matrix=self.integration_matrix,
             temperature=cfg.temperature, history_bonus=cfg.history_bonus,
             answer_bonus=cfg.answer_bonus,
-            weighted=cfg.use_integration,
+            weighted=cfg.use_integration, lexical=lexical,
         )
 
     def _passage_vectors(self, passages: Sequence[Passage]) -> list[Vector]:
