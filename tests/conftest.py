@@ -5,10 +5,19 @@ from __future__ import annotations
 from collections.abc import Iterator
 from pathlib import Path
 
+import numpy as np
 import pytest
 from pg_support import clean_postgres_dsn, postgres_dsn, postgres_server  # noqa: F401
 
-from dhrag_core import HashingEmbedder, HistoryDatabase, MemoryStore, Settings, SQLiteStore
+from dhrag_core import (
+    FaissKnowledgeBase,
+    HashingEmbedder,
+    HistoryDatabase,
+    MemoryStore,
+    Passage,
+    Settings,
+    SQLiteStore,
+)
 
 
 class FakeClock:
@@ -22,6 +31,21 @@ class FakeClock:
 
     def advance(self, seconds: float) -> None:
         self.now += seconds
+
+
+LEXICAL_QUESTION = "How was the tower height calculated?"
+
+
+@pytest.fixture
+def lexical_kb() -> FaissKnowledgeBase:
+    """Passage "0" has the question's own vector but none of its words; passage "1" holds
+    its words with a lower cosine: only the lexical term puts "1" first."""
+    emb = HashingEmbedder()
+    texts = ["Filler about something else entirely.",
+             "Surveyors calculated the tower height in metres in 1889."]
+    vectors = np.stack([emb.encode([LEXICAL_QUESTION])[0], emb.encode([texts[1]])[0]])
+    return FaissKnowledgeBase([Passage(t, id=str(i)) for i, t in enumerate(texts)], emb,
+                              vectors=vectors)
 
 
 @pytest.fixture

@@ -700,19 +700,16 @@ def test_the_clarity_gated_baseline_searches_a_clear_question_as_is() -> None:
     assert not np.allclose(gated(memory, vague, enc), enc(vague))
 
 
-def test_a_lexical_baseline_reranks_its_candidates_with_dhrags_lexical_term() -> None:
+def test_a_lexical_baseline_reranks_its_candidates_with_dhrags_lexical_term(
+        lexical_kb: FaissKnowledgeBase) -> None:
+    from conftest import LEXICAL_QUESTION
+
     from benchmarks.systems import DenseSystem, embedded, last_n_text
 
-    emb = HashingEmbedder()
-    question = "How was the tower height calculated?"
-    texts = ["Filler about something else entirely.",
-             "Surveyors calculated the tower height in metres in 1889."]
-    vectors = np.stack([emb.encode([question])[0], emb.encode([texts[1]])[0]])
-    kb = FaissKnowledgeBase([Passage(t, id=str(i)) for i, t in enumerate(texts)], emb,
-                            vectors=vectors)
     build = embedded(last_n_text(0, False))
-    plain = DenseSystem("plain", kb, build).retrieve(question, 2)
-    lexical = DenseSystem("lex", kb, build, lexical_weight=1.0).retrieve(question, 2)
+    plain = DenseSystem("plain", lexical_kb, build).retrieve(LEXICAL_QUESTION, 2)
+    lexical = DenseSystem("lex", lexical_kb, build, lexical_weight=1.0).retrieve(
+        LEXICAL_QUESTION, 2)
     assert [p.id for p in plain] == ["0", "1"] and [p.id for p in lexical] == ["1", "0"]
     assert lexical[0].score == pytest.approx(plain[1].score + 1.0, abs=1e-5)
 

@@ -612,14 +612,10 @@ def test_word_overlap_weighs_the_words_that_tell_candidates_apart() -> None:
 
 
 @pytest.mark.parametrize("weight", [0.0, 1.0])
-def test_lexical_weight_lets_the_questions_words_reorder_the_context(weight: float) -> None:
-    emb = HashingEmbedder()
-    question = "How was the tower height calculated?"
-    texts = ["Filler about something else entirely.",
-             "Surveyors calculated the tower height in metres in 1889."]
-    vectors = np.stack([emb.encode([question])[0], emb.encode([texts[1]])[0]])
-    kb = FaissKnowledgeBase([Passage(t, id=str(i)) for i, t in enumerate(texts)], emb,
-                            vectors=vectors)
-    rag = DHRAG(kb, settings=Settings(lexical_weight=weight))
-    top = rag.select("u", question).context[0].passage.id
+def test_lexical_weight_lets_the_questions_words_reorder_the_context(
+        weight: float, lexical_kb: FaissKnowledgeBase) -> None:
+    from conftest import LEXICAL_QUESTION
+
+    rag = DHRAG(lexical_kb, settings=Settings(lexical_weight=weight))
+    top = rag.select("u", LEXICAL_QUESTION).context[0].passage.id
     assert top == ("1" if weight else "0")
