@@ -23,6 +23,7 @@ __all__ = [
     "LocalModelEmbedder",
     "MiniLMEmbedder",
     "l2_normalise",
+    "stem_forms",
     "token_set",
     "tokens",
 ]
@@ -112,6 +113,14 @@ _STOPWORDS = frozenset(
 
 def _stem(word: str) -> str:
     return word[:-1] if len(word) > 3 and word.endswith("s") and not word.endswith("ss") else word
+
+
+def stem_forms(stem: str) -> tuple[str, ...]:
+    """The tokens that ``token_set`` maps to ``stem`` (itself, and its plural where ``_stem``
+    would strip one), stop words left out: finding these in a text tells whether its
+    ``token_set`` holds ``stem`` without tokenising it."""
+    forms = (stem, stem + "s") if len(stem) >= 3 and not stem.endswith("s") else (stem,)
+    return tuple(f for f in forms if f not in _STOPWORDS and _stem(f) == stem)
 
 
 def tokens(text: str) -> list[str]:

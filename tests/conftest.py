@@ -33,19 +33,19 @@ class FakeClock:
         self.now += seconds
 
 
-LEXICAL_QUESTION = "How was the tower height calculated?"
-
-
 @pytest.fixture
-def lexical_kb() -> FaissKnowledgeBase:
-    """Passage "0" has the question's own vector but none of its words; passage "1" holds
-    its words with a lower cosine: only the lexical term puts "1" first."""
+def lexical_kb() -> tuple[FaissKnowledgeBase, str]:
+    """A knowledge base and a question: passage "0" has the question's own vector but none of
+    its words; passage "1" holds its words with a lower cosine: only the lexical term puts
+    "1" first."""
     emb = HashingEmbedder()
+    question = "How was the tower height calculated?"
     texts = ["Filler about something else entirely.",
              "Surveyors calculated the tower height in metres in 1889."]
-    vectors = np.stack([emb.encode([LEXICAL_QUESTION])[0], emb.encode([texts[1]])[0]])
-    return FaissKnowledgeBase([Passage(t, id=str(i)) for i, t in enumerate(texts)], emb,
-                              vectors=vectors)
+    vectors = np.stack([emb.encode([question])[0], emb.encode([texts[1]])[0]])
+    kb = FaissKnowledgeBase([Passage(t, id=str(i)) for i, t in enumerate(texts)], emb,
+                            vectors=vectors)
+    return kb, question
 
 
 @pytest.fixture

@@ -701,15 +701,13 @@ def test_the_clarity_gated_baseline_searches_a_clear_question_as_is() -> None:
 
 
 def test_a_lexical_baseline_reranks_its_candidates_with_dhrags_lexical_term(
-        lexical_kb: FaissKnowledgeBase) -> None:
-    from conftest import LEXICAL_QUESTION
-
+        lexical_kb: tuple[FaissKnowledgeBase, str]) -> None:
     from benchmarks.systems import DenseSystem, embedded, last_n_text
 
+    kb, question = lexical_kb
     build = embedded(last_n_text(0, False))
-    plain = DenseSystem("plain", lexical_kb, build).retrieve(LEXICAL_QUESTION, 2)
-    lexical = DenseSystem("lex", lexical_kb, build, lexical_weight=1.0).retrieve(
-        LEXICAL_QUESTION, 2)
+    plain = DenseSystem("plain", kb, build).retrieve(question, 2)
+    lexical = DenseSystem("lex", kb, build, lexical_weight=1.0).retrieve(question, 2)
     assert [p.id for p in plain] == ["0", "1"] and [p.id for p in lexical] == ["1", "0"]
     assert lexical[0].score == pytest.approx(plain[1].score + 1.0, abs=1e-5)
 

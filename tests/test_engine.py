@@ -23,9 +23,9 @@ from dhrag_core import (
     softmax,
 )
 from dhrag_core.algorithm.hierarchy import topic_vector
-from dhrag_core.algorithm.lexical import word_overlap
+from dhrag_core.algorithm.lexical import held_words, word_overlap
 from dhrag_core.algorithm.rewriting import expand_vector
-from dhrag_core.embedding import l2_normalise
+from dhrag_core.embedding import l2_normalise, token_set
 
 KB = [
     Passage("The Great Wall of China is built of stone, brick, tamped earth and wood.", id="w1",
@@ -611,11 +611,24 @@ def test_word_overlap_weighs_the_words_that_tell_candidates_apart() -> None:
     assert word_overlap("tower", []).shape == (0,)
 
 
+def test_held_words_finds_what_tokenising_finds() -> None:
+    texts = [p.text for p in KB] + [
+        "Buses, bus stops and classes; the class's glasses. Cats, a cat, CATS!",
+        "İstanbul's 1099 forms (tax1099) and her hers; rates rate-based RATE",
+        "long-term longer belong LONG_run s ss sss",
+    ]
+    queries = ["How long is the bus to class?", "cats and glasses", "her 1099 tax rate",
+               "Istanbul forms", "What is it?", "s ss sss runs run"]
+    for q in queries:
+        words = token_set(q)
+        for t in texts:
+            assert held_words(words, t) == words & token_set(t), (q, t)
+
+
 @pytest.mark.parametrize("weight", [0.0, 1.0])
 def test_lexical_weight_lets_the_questions_words_reorder_the_context(
-        weight: float, lexical_kb: FaissKnowledgeBase) -> None:
-    from conftest import LEXICAL_QUESTION
-
-    rag = DHRAG(lexical_kb, settings=Settings(lexical_weight=weight))
-    top = rag.select("u", LEXICAL_QUESTION).context[0].passage.id
+        weight: float, lexical_kb: tuple[FaissKnowledgeBase, str]) -> None:
+    kb, question = lexical_kb
+    rag = DHRAG(kb, settings=Settings(lexical_weight=weight))
+    top = rag.select("u", question).context[0].passage.id
     assert top == ("1" if weight else "0")

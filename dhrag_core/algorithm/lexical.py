@@ -9,19 +9,36 @@ no corpus statistics: a word every candidate holds tells none apart.
 
 from __future__ import annotations
 
-import functools
 import math
-from collections import Counter
 from collections.abc import Sequence
 
 import numpy as np
 
-from dhrag_core.embedding import token_set
+from dhrag_core.embedding import stem_forms, token_set
 
-__all__ = ["passage_words", "word_overlap"]
+__all__ = ["held_words", "word_overlap"]
 
-passage_words = functools.lru_cache(maxsize=8192)(token_set)
-"""A text's content words, cached: a conversation meets the same passages again."""
+_WORD_CHARS = frozenset("abcdefghijklmnopqrstuvwxyz0123456789")
+
+
+def _holds(low: str, form: str) -> bool:
+    """Whether the lower-cased text holds ``form`` as a whole token."""
+    n = len(form)
+    i = low.find(form)
+    while i >= 0:
+        j = i + n
+        if (i == 0 or low[i - 1] not in _WORD_CHARS) and (
+                j == len(low) or low[j] not in _WORD_CHARS):
+            return True
+        i = low.find(form, i + 1)
+    return False
+
+
+def held_words(words: frozenset[str], text: str) -> frozenset[str]:
+    """``words & token_set(text)`` for content words ``words`` (as ``token_set`` gives them),
+    found by searching the text for each word's forms: no tokenising of the passage."""
+    low = text.lower()
+    return frozenset(w for w in words if any(_holds(low, f) for f in stem_forms(w)))
 
 
 def word_overlap(query: str, texts: Sequence[str]) -> np.ndarray:
@@ -29,12 +46,11 @@ def word_overlap(query: str, texts: Sequence[str]) -> np.ndarray:
     by its IDF among the distinct ``texts`` (``ln((n + 1) / (df + 1)) + 1``); zeros when the
     query has no content word."""
     words = token_set(query)
-    sets = [passage_words(t) for t in texts]
-    if not words or not sets:
-        return np.zeros(len(sets), dtype=np.float32)
-    distinct = {t: s for t, s in zip(texts, sets, strict=True)}
-    df = Counter(w for s in distinct.values() for w in words & s)
-    n = len(distinct)
+    if not words or not texts:
+        return np.zeros(len(texts), dtype=np.float32)
+    found = {t: held_words(words, t) for t in dict.fromkeys(texts)}
+    df = {w: sum(w in h for h in found.values()) for w in words}
+    n = len(found)
     idf = {w: math.log((n + 1) / (df[w] + 1)) + 1.0 for w in words}
     total = sum(idf.values())
-    return np.array([sum(idf[w] for w in words & s) / total for s in sets], dtype=np.float32)
+    return np.array([sum(idf[w] for w in found[t]) / total for t in texts], dtype=np.float32)

@@ -6,14 +6,14 @@ is missing (query, response, passages) is encoded in one batch.
 
 from __future__ import annotations
 
+import functools
 import logging
 from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
 
-from dhrag_core.algorithm.lexical import passage_words
-from dhrag_core.embedding import Embedder, l2_normalise, tokens
+from dhrag_core.embedding import Embedder, l2_normalise, token_set, tokens
 from dhrag_core.records import Passage, Vector
 from dhrag_core.settings import Settings
 from dhrag_core.validation import CLEANED_KEY, check_text, clean_passage
@@ -73,6 +73,12 @@ def check_vector(name: str, v: Any, dimension: int) -> Vector:
     return out
 
 
+@functools.lru_cache(maxsize=2048)
+def _passage_words(text: str) -> frozenset[str]:
+    """A passage's content words; cached, as a conversation meets the same passages again."""
+    return token_set(text)
+
+
 def _check_vectors(vectors: Sequence[Any], names: Sequence[str], dimension: int) -> Vector:
     """``check_vector`` of each vector, in one pass over the stacked rows."""
     rows = [np.asarray(v, dtype=np.float32) for v in vectors]
@@ -92,7 +98,7 @@ def answer_shares(response: str, passages: Sequence[Passage]) -> np.ndarray | No
     words = set(tokens(response))
     if not words or not passages:
         return None
-    shares = np.array([len(words.intersection(passage_words(p.text))) for p in passages],
+    shares = np.array([len(words.intersection(_passage_words(p.text))) for p in passages],
                       dtype=np.float32) / len(words)
     if not shares.any():
         return None
