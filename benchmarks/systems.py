@@ -141,6 +141,7 @@ class DenseSystem(MemorySystem):
         self._build = build
         self.lexical_weight = lexical_weight
         self._words = words
+        self._pool = Settings().kb_k
 
     def retrieve(self, question: str, k: int) -> list[Passage]:
         """The top ``k``; with ``lexical_weight``, dhrag's lexical term given to the baseline:
@@ -149,7 +150,7 @@ class DenseSystem(MemorySystem):
         query = self._build(self.memory, question, self.encoder)
         if not self.lexical_weight:
             return self.kb.search_vectors(query[None, :], k)[0]
-        found = self.kb.search_vectors(query[None, :], max(k, Settings().kb_k))[0]
+        found = self.kb.search_vectors(query[None, :], max(k, self._pool))[0]
         text = self._words(self.memory, question) if self._words is not None else question
         scores = np.array([p.score or 0.0 for p in found]) + self.lexical_weight * word_overlap(
             text, [p.text for p in found])
@@ -390,32 +391,22 @@ def _register_baselines() -> None:
             name = f"interp-{w_prev:g}-{w_first:g}"
             register_system(name, dense(name, interpolation(w_prev, w_first)),
                             description=f"question + {w_prev:g} x previous + {w_first:g} x first")
+    gates = [False] + ([True] if Settings().clarity_threshold is not None else [])
     for w_prev in ANSWER_GRID[0]:
         for w_first in ANSWER_GRID[1]:
             for w_ans in ANSWER_GRID[2]:
-                name = f"interp-qa-{w_prev:g}-{w_first:g}-{w_ans:g}"
-                register_system(
-                    name, _answer_aware(name, answer_interpolation(w_prev, w_first, w_ans)),
-                    description=f"question + {w_prev:g} x previous + {w_first:g} x first "
-                                f"+ {w_ans:g} x previous answer")
-                variants = [(False, "")]
-                if Settings().clarity_threshold is not None:
-                    variants.append((True, "-gated"))
-                for gate, tag in variants:
-                    if gate:
+                base = f"interp-qa-{w_prev:g}-{w_first:g}-{w_ans:g}"
+                for gate in gates:
+                    for lex in [False] + ([True] if lexical else []):
+                        name = base + ("-gated" if gate else "") + ("-lex" if lex else "")
                         register_system(
-                            f"{name}{tag}",
-                            _answer_aware(f"{name}{tag}",
-                                          answer_interpolation(w_prev, w_first, w_ans), gate=True),
-                            description=f"{name}, and a question clear on its own searched as "
-                                        "is (dhrag's clarity gate)")
-                    if lexical:
-                        register_system(
-                            f"{name}{tag}-lex",
-                            _answer_aware(f"{name}{tag}-lex",
-                                          answer_interpolation(w_prev, w_first, w_ans), gate=gate,
-                                          lexical=True),
-                            description=f"{name}{tag}, re-ranked with dhrag's lexical term")
+                            name, _answer_aware(name, answer_interpolation(w_prev, w_first, w_ans),
+                                                gate=gate, lexical=lex),
+                            description=f"question + {w_prev:g} x previous + {w_first:g} x first "
+                                        f"+ {w_ans:g} x previous answer"
+                                        + (", a question clear on its own searched as is "
+                                           "(dhrag's clarity gate)" if gate else "")
+                                        + (", re-ranked with dhrag's lexical term" if lex else ""))
     register_system(
         "rewrite-ref",
         lambda ctx: DenseSystem("rewrite-ref", ctx.kb, embedded(reference_text(ctx.references)),

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import math
 import numbers
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping
 from dataclasses import replace
 from typing import Any, Literal
 
@@ -93,20 +93,21 @@ def check_texts(texts: Any) -> list[str]:
 
 
 def check_found(found: Any, call: str) -> list[Passage]:
-    """What a knowledge base's ``call`` returned, if it is a list of ``Passage`` with str text;
-    else ``TypeError`` saying what the knowledge base must return (a user's retriever that
-    returns strings or dicts would otherwise fail later, far from the cause)."""
+    """What a knowledge base's ``call`` returned, as a list, if it holds ``Passage`` objects
+    with str text; else ``TypeError`` saying what the knowledge base must return (a user's
+    retriever that returns strings or dicts would otherwise fail later, far from the cause)."""
     need = f"the knowledge base's {call} must return a list of dhrag_core.Passage"
-    if isinstance(found, (str, bytes, Passage)) or not isinstance(found, Sequence):
+    if isinstance(found, (str, bytes, Passage, Mapping)) or not isinstance(found, Iterable):
         raise TypeError(f"{need}, got {type(found).__name__}")
-    for i, p in enumerate(found):
+    items = list(found)
+    for i, p in enumerate(items):
         if not isinstance(p, Passage):
             raise TypeError(f"{need}; item {i} is {type(p).__name__}: wrap it, "
                             "Passage(text=..., id=...)")
         if not isinstance(p.text, str):
             raise TypeError(f"{need} with str text; item {i} has text of type "
                             f"{type(p.text).__name__}")
-    return list(found)
+    return items
 
 
 def check_metadata(name: str, value: Any, *, max_chars: int) -> dict[str, Any]:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import json
+from collections.abc import Iterator
 from pathlib import Path
 
 import numpy as np
@@ -565,6 +566,18 @@ def test_a_knowledge_base_returning_the_wrong_types_is_named_and_loses_no_histor
     with pytest.raises(TypeError, match=r"asearch\(query, k\) must return"):
         asyncio.run(bad.aselect("u", "Who built it?"))
     assert [t.query for t in good.history.turns("u")] == ["How long is the Great Wall?"]
+
+
+def test_a_knowledge_base_may_return_any_iterable_of_passages() -> None:
+    emb = HashingEmbedder()
+    inner = FaissKnowledgeBase(KB, emb)
+
+    class Yields:
+        def search(self, query: str, k: int) -> Iterator[Passage]:
+            yield from inner.search(query, k)
+
+    sel = DHRAG(Yields(), embedder=emb).select("u", "How long is the Great Wall?")
+    assert sel.context[0].passage.id == "w2"
 
 
 def test_search_vectors_must_return_one_list_per_row() -> None:

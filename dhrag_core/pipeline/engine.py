@@ -13,7 +13,7 @@ import inspect
 import threading
 import time
 from collections import OrderedDict
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -454,10 +454,12 @@ def _check_same_space(knowledge: KnowledgeBase, embedder: Embedder) -> None:
 def _check_rows(found: Any, rows: int, call: str = "search_vectors(vectors, k)") -> list[
         list[Passage]]:
     """``search_vectors``' result: one list of passages per query row."""
-    if isinstance(found, (str, bytes)) or not isinstance(found, Sequence) or len(found) != rows:
+    got = list(found) if isinstance(found, Iterable) and not isinstance(
+        found, (str, bytes, Mapping)) else None
+    if got is None or len(got) != rows:
         raise TypeError(
             f"the knowledge base's {call} must return one list of dhrag_core.Passage per "
             f"query row; asked with {rows}, got {type(found).__name__}"
-            + (f" of length {len(found)}" if isinstance(found, Sequence) else "")
+            + (f" of length {len(got)}" if got is not None else "")
         )
-    return [check_found(row, call) for row in found]
+    return [check_found(row, call) for row in got]
