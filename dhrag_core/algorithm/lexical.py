@@ -37,8 +37,12 @@ def _holds(low: str, form: str) -> bool:
 def held_words(words: frozenset[str], text: str) -> frozenset[str]:
     """``words & token_set(text)`` for content words ``words`` (as ``token_set`` gives them),
     found by searching the text for each word's forms: no tokenising of the passage."""
+    return _held({w: stem_forms(w) for w in words}, text)
+
+
+def _held(forms: dict[str, tuple[str, ...]], text: str) -> frozenset[str]:
     low = text.lower()
-    return frozenset(w for w in words if any(_holds(low, f) for f in stem_forms(w)))
+    return frozenset(w for w, fs in forms.items() if any(_holds(low, f) for f in fs))
 
 
 def word_overlap(query: str, texts: Sequence[str]) -> np.ndarray:
@@ -48,7 +52,8 @@ def word_overlap(query: str, texts: Sequence[str]) -> np.ndarray:
     words = token_set(query)
     if not words or not texts:
         return np.zeros(len(texts), dtype=np.float32)
-    found = {t: held_words(words, t) for t in dict.fromkeys(texts)}
+    forms = {w: stem_forms(w) for w in words}
+    found = {t: _held(forms, t) for t in dict.fromkeys(texts)}
     df = {w: sum(w in h for h in found.values()) for w in words}
     n = len(found)
     idf = {w: math.log((n + 1) / (df[w] + 1)) + 1.0 for w in words}
