@@ -43,6 +43,7 @@ from llama_index.core.llms.callbacks import llm_completion_callback
 from llama_index.core.node_parser import SentenceSplitter
 
 from dhrag_core import DHRAGSettings, Embedder, MiniLMEmbedder
+from dhrag_core.algorithm.lexical import word_overlap
 from dhrag_core.app.demo import DEMO_TURNS
 from llamaindex_dhrag import DHRAGChatEngine, DHRAGEmbedding
 
@@ -60,8 +61,9 @@ class ExtractiveLLM(CustomLLM):
 
     It reads what the engine sends an LLM: the context passages DH-RAG integrated (with
     their weights), the standalone question and the user's raw latest message. Each sentence
-    of the context is scored by its embedding similarity to the raw message and to the
-    standalone question, plus its passage's integration weight; the best one is the answer.
+    of the context is scored by the share of the standalone question's words it holds, its
+    embedding similarity to the standalone question and to the raw message, and its passage's
+    integration weight; the best one is the answer.
     """
 
     embedder: Any
@@ -88,10 +90,10 @@ class ExtractiveLLM(CustomLLM):
         if not sentences or not messages:
             return f"{self.label} I don't know."
         question = messages[-1]
-        vectors = self.embedder.encode([question, standalone.group(1) if standalone else question,
-                                        *sentences])
-        scores = (vectors[2:] @ vectors[0] + 0.1 * (vectors[2:] @ vectors[1])
-                  + 0.05 * np.asarray(weights))
+        full = standalone.group(1) if standalone else question
+        vectors = self.embedder.encode([question, full, *sentences])
+        scores = (word_overlap(full, sentences) + vectors[2:] @ vectors[1]
+                  + 0.5 * (vectors[2:] @ vectors[0]) + 0.05 * np.asarray(weights))
         return f"{self.label} {sentences[int(np.argmax(scores))]}"
 
     @llm_completion_callback()

@@ -42,3 +42,18 @@ def test_build_index_says_how_many_chunks_it_embeds_before_embedding(tmp_path: P
     line = f"embedding 5 chunks from {tmp_path} ...\n"
     assert out.getvalue() == line
     assert said_before and said_before[0] == line  # on screen before the first encode
+
+
+def test_stand_in_llm_answers_the_standalone_question_not_the_bare_message() -> None:
+    prompt = (
+        "Standalone question: How long is the Great Wall of China?\n\n"
+        "Documents:\n[1] Notes (kb, weight 0.60)\n"
+        "It is not long before the pandas eat bamboo again. "
+        "The Great Wall of China measures 21,196 km with all of its branches.\n\n"
+        "End of documents.\n"
+        "user: How long is it?"
+    )
+    llm = _example().ExtractiveLLM(embedder=HashingEmbedder(dimension=256))
+    answer = llm.complete(prompt).text
+    assert answer.startswith("[extractive stand-in LLM]")
+    assert "21,196 km" in answer
