@@ -10,6 +10,12 @@ passages unchanged, each thread's turns in their own order). Every turn is tagge
 - ``continue``: the session's previous turn belongs to the same thread;
 - ``return``: the thread resumes after turns of other threads.
 
+Continue and return turns also say whether the question ``names_thread`` (``yes`` / ``no``):
+whether it holds a content word that its own thread's earlier turns used (question or answer)
+and no other thread of the session has used so far. A question that does not ("How is it
+calculated?") leaves its thread to be told by meaning alone; where several threads were
+about similar things, by nothing in its words.
+
 Example:
     >>> out = interleave_benchmark(bench, threads=3, block=(2, 4), seed=0)  # doctest: +SKIP
     >>> write_interleaved(bench_dir, out_dir, threads=3, block=(2, 4), seed=0)  # doctest: +SKIP
@@ -32,6 +38,7 @@ from benchmarks.data import (
     load_benchmark,
     write_tasks,
 )
+from dhrag_core.embedding import token_set
 
 __all__ = ["KINDS", "interleave_benchmark", "interleave_order", "write_interleaved"]
 
@@ -70,16 +77,20 @@ def _session_tasks(session_id: str, threads: Sequence[Conversation],
                    order: Sequence[tuple[int, int]]) -> list[Task]:
     tasks: list[Task] = []
     history: list[Message] = []
-    seen: set[int] = set()
+    said: dict[int, set[str]] = {}
     previous = -1
     for n, (t, pos) in enumerate(order, 1):
         turn: ConversationTurn = threads[t].turns[pos]
-        kind = "first" if t not in seen else "continue" if t == previous else "return"
-        seen.add(t)
+        kind = "first" if t not in said else "continue" if t == previous else "return"
         previous = t
         src = turn.task
         tags = dict(src.tags) if src is not None else {}
         tags.update(thread=threads[t].conversation_id, thread_turn=str(turn.turn), kind=kind)
+        words = token_set(turn.question)
+        if kind != "first":
+            others = set().union(*(w for u, w in said.items() if u != t))
+            tags["names_thread"] = "yes" if (words & said[t]) - others else "no"
+        said.setdefault(t, set()).update(words, token_set(turn.answer or ""))
         tasks.append(Task(
             task_id=f"{session_id}::{n}", conversation_id=session_id, turn=n,
             history=tuple(history), question=turn.question,

@@ -40,11 +40,23 @@ KB_NOTE = (
     "benchmark's own (for MTRAG: corpus_pool.jsonl + every passage of the conversations' "
     "contexts, 36,639 passages), not the full corpora of the MTRAG paper."
 )
+
+
+def _naming(s: TaskScore) -> str | None:
+    """``return (named)`` / ``return (unnamed)`` (and the same for ``continue``): whether the
+    question names its thread (``interleave``'s ``names_thread`` tag)."""
+    named = s.tags.get("names_thread")
+    if named is None:
+        return None
+    return f"{s.tags.get('kind')} ({'named' if named == 'yes' else 'unnamed'})"
+
+
 SPLITS: dict[str, Callable[[TaskScore], str | None]] = {
     "by_depth": lambda s: depth_bucket(s.turn),
     "by_domain": lambda s: s.tags.get("domain"),
     "by_multi_turn": lambda s: s.tags.get("multi_turn"),
     "by_kind": lambda s: s.tags.get("kind"),
+    "by_naming": _naming,
 }
 PVALUE_METRIC = "MRR@10"
 
@@ -99,6 +111,9 @@ def _subsets(scores: Sequence[TaskScore]) -> list[tuple[str, Callable[[TaskScore
     for kind in ("continue", "return"):
         if kind in kinds:
             out.append((kind, lambda s, k=kind: s.tags.get("kind") == k))
+    if "return" in kinds and any(s.tags.get("names_thread") for s in scores):
+        for label in ("return (named)", "return (unnamed)"):
+            out.append((label, lambda s, n=label: _naming(s) == n))
     return out
 
 
@@ -303,7 +318,9 @@ def markdown(summary: Mapping[str, Any]) -> str:
             "passages it retrieved at earlier turns (history), or in either.", "",
             *_coverage_table(summary)]
     titles = {"by_depth": "turn depth", "by_domain": "domain", "by_multi_turn": "Multi-Turn type",
-              "by_kind": "kind of turn (interleaved sessions: first / continue / return)"}
+              "by_kind": "kind of turn (interleaved sessions: first / continue / return)",
+              "by_naming": "continue and return turns by whether the question names its thread "
+                           "(a word only its thread used before)"}
     for split, title in titles.items():
         if any(s[split] for s in summary["systems"]):
             out += ["", f"## MRR@10 by {title}", "", *_split_table(summary, split)]

@@ -33,7 +33,7 @@ from benchmarks.interleave import interleave_benchmark
 from benchmarks.metrics import reciprocal_rank
 from benchmarks.mtrag_kb import load_with_kb
 from benchmarks.systems import BenchContext
-from dhrag_core import Settings
+from dhrag_core import DHRAG, Settings
 from dhrag_core.algorithm.chains import Chain, ChainTracker
 from dhrag_core.history.selection import Selector
 from dhrag_core.history.session import SessionState, Threads
@@ -150,7 +150,8 @@ def _replay(ctx: BenchContext, bench: Any, threads: int, seed: int, settings: Se
                     out["MRR@10"].append(rr)
                     sel = system._selection
                     if sel is not None and len(sel.search_vectors) > 1 and not sel.gated:
-                        for key, value in _rows(ctx, db, system.session, sel, truth, s).items():
+                        rows = _rows(ctx, system.engine, system.session, sel, truth, s)
+                        for key, value in rows.items():
                             out[f"hedged turns: {key}"].append(value)
                     out["hedged turns: share"].append(float(
                         sel is not None and len(sel.search_vectors) > 1 and not sel.gated))
@@ -175,18 +176,22 @@ def _replay(ctx: BenchContext, bench: Any, threads: int, seed: int, settings: Se
     return out
 
 
-def _rows(ctx: BenchContext, db: Any, session: str, sel: Selection, truth: _Truth,
+def _rows(ctx: BenchContext, engine: DHRAG, session: str, sel: Selection, truth: _Truth,
           s: SessionState) -> dict[str, float]:
     """On a hedged turn: MRR@10 of the fused ranking against each row searched alone (T*'s,
-    the true thread's, the best in hindsight, the one with the best top-1 score)."""
+    the true thread's, the best in hindsight, the one with the best top-1 score), each row's
+    own candidates ranked as integration ranks them (its cosine plus the lexical term)."""
     relevant = truth.relevant
-    threads = db.select_threads(session, sel.query_vector, len(sel.search_vectors))
-    rows = np.stack(sel.search_vectors)
-    found = ctx.kb.search_vectors(rows, 10)
-    rrs = [reciprocal_rank([p.key for p in row], relevant) for row in found]
-    top1 = [float(row[0].vector @ rows[i]) if row and row[0].vector is not None else -1.0
-            for i, row in enumerate(found)]
-    true = [i for i, h in enumerate(threads[: len(rows)])
+    threads = engine.history.select_threads(session, sel.query_vector, len(sel.search_vectors))
+    rrs, top1 = [], []
+    for row in sel.search_vectors:
+        search = np.asarray(row, dtype=np.float32)[None, :]
+        found = ctx.kb.search_vectors(search, engine.settings.kb_k)[0]
+        vectors = engine._passage_vectors(found)
+        ranked = engine._context(sel.rewritten_query, search, [], found, vectors, 10)
+        rrs.append(reciprocal_rank([c.passage.key for c in ranked], relevant))
+        top1.append(ranked[0].score if ranked else -np.inf)
+    true = [i for i, h in enumerate(threads[: len(rrs)])
             if h and truth.majority(s, h[0].chain_id) == truth.current]
     fused = reciprocal_rank([c.passage.key for c in sel.context[:10]], relevant)
     return {

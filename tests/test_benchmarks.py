@@ -26,6 +26,7 @@ from benchmarks.data import (
 from benchmarks.interleave import interleave_benchmark
 from benchmarks.kbcache import kb_vectors, text_sha1
 from benchmarks.metrics import (
+    TaskScore,
     depth_bucket,
     mean_scores,
     ndcg_at_k,
@@ -741,3 +742,53 @@ def test_task_fold_leaves_one_domain_out_or_splits_by_conversation() -> None:
     assert task_fold(plain, 5) == task_fold(woven, 5) == fold_of("c1<", 5)
     with pytest.raises(ValueError):
         task_fold(TaskScore("x", 1, {}, {"domain": "cloud"}), 3, domains)
+
+
+def _conversation(cid: str, turns: list[tuple[str, str]]) -> list[Task]:
+    tasks, history = [], []
+    for n, (question, answer) in enumerate(turns, 1):
+        tasks.append(Task(task_id=f"{cid}::{n}", conversation_id=cid, turn=n,
+                          history=tuple(history), question=question, relevant=(f"g-{cid}-{n}",)))
+        history += [Message("user", question), Message("assistant", answer)]
+    return tasks
+
+
+def test_interleaving_says_whether_a_question_names_its_thread() -> None:
+    nile = _conversation("nile", [
+        ("Where does the Nile flow?", "North through Egypt."),
+        ("How long is the Nile?", "About 6,650 km."),   # "nile": only this thread said it
+        ("Is there a bank in Egypt?", "Many."),  # "egypt": said by both threads before
+        ("Who explored it first?", "Several expeditions."),  # no word said before
+    ])
+    ira = _conversation("ira", [
+        ("What is a Roth IRA?", "A retirement account."),
+        ("Can I open one in Egypt?", "Ask a bank there."),  # "egypt": the other's word
+        ("What are the retirement account limits?", "They change yearly."),  # its own words
+    ])
+    tasks = interleave_benchmark(build_conversations(nile + ira), threads=2, block=(1, 1),
+                                 seed=0)
+    named = {t.question: t.tags.get("names_thread") for t in tasks}
+    order = [t.question for t in tasks]
+    assert order.index("Can I open one in Egypt?") < order.index("Is there a bank in Egypt?")
+    assert named == {
+        "Where does the Nile flow?": None, "What is a Roth IRA?": None,  # first turns
+        "How long is the Nile?": "yes", "Is there a bank in Egypt?": "no",
+        "Who explored it first?": "no",
+        "Can I open one in Egypt?": "no", "What are the retirement account limits?": "yes",
+    }
+
+
+def test_report_splits_return_turns_by_naming() -> None:
+    from benchmarks.report import _naming, _subsets
+
+    def score(kind: str, named: str | None) -> TaskScore:
+        tags = {"kind": kind} | ({"names_thread": named} if named else {})
+        return TaskScore(task_id=f"{kind}{named}", turn=2, tags=tags, values={"MRR@10": 1.0})
+
+    scores = [score("first", None), score("continue", "yes"), score("return", "yes"),
+              score("return", "no")]
+    assert [_naming(s) for s in scores] == [
+        None, "continue (named)", "return (named)", "return (unnamed)"]
+    subsets = dict(_subsets(scores))
+    assert [s.task_id for s in scores if subsets["return (unnamed)"](s)] == ["returnno"]
+    assert [s.task_id for s in scores if subsets["return (named)"](s)] == ["returnyes"]
