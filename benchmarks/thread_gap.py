@@ -183,12 +183,11 @@ def _rows(ctx: BenchContext, engine: DHRAG, session: str, sel: Selection, truth:
     own candidates ranked as integration ranks them (its cosine plus the lexical term)."""
     relevant = truth.relevant
     threads = engine.history.select_threads(session, sel.query_vector, len(sel.search_vectors))
+    rows = np.stack(sel.search_vectors).astype(np.float32)
     rrs, top1 = [], []
-    for row in sel.search_vectors:
-        search = np.asarray(row, dtype=np.float32)[None, :]
-        found = ctx.kb.search_vectors(search, engine.settings.kb_k)[0]
+    for row, found in zip(rows, ctx.kb.search_vectors(rows, engine.settings.kb_k), strict=True):
         vectors = engine._passage_vectors(found)
-        ranked = engine._context(sel.rewritten_query, search, [], found, vectors, 10)
+        ranked = engine._context(sel.rewritten_query, row[None, :], [], found, vectors, 10)
         rrs.append(reciprocal_rank([c.passage.key for c in ranked], relevant))
         top1.append(ranked[0].score if ranked else -np.inf)
     true = [i for i, h in enumerate(threads[: len(rrs)])
