@@ -11,7 +11,7 @@ from typing import Any, Literal
 
 from dhrag_core.records import Passage
 
-__all__ = ["CLEANED_KEY", "SearchPath", "check_found", "check_k", "check_metadata",
+__all__ = ["CLEANED_KEY", "SearchPath", "as_items", "check_found", "check_k", "check_metadata",
            "check_search", "check_session_id", "check_text", "check_texts", "clean_json",
            "clean_passage", "clean_text"]
 
@@ -92,14 +92,22 @@ def check_texts(texts: Any) -> list[str]:
     return items
 
 
+def as_items(found: Any) -> list[Any] | None:
+    """``found`` as a list when it is a collection of results (any iterable but a string,
+    bytes, a mapping or a single passage); None otherwise."""
+    if isinstance(found, (str, bytes, Passage, Mapping)) or not isinstance(found, Iterable):
+        return None
+    return list(found)
+
+
 def check_found(found: Any, call: str) -> list[Passage]:
     """What a knowledge base's ``call`` returned, as a list, if it holds ``Passage`` objects
     with str text; else ``TypeError`` saying what the knowledge base must return (a user's
     retriever that returns strings or dicts would otherwise fail later, far from the cause)."""
     need = f"the knowledge base's {call} must return a list of dhrag_core.Passage"
-    if isinstance(found, (str, bytes, Passage, Mapping)) or not isinstance(found, Iterable):
+    items = as_items(found)
+    if items is None:
         raise TypeError(f"{need}, got {type(found).__name__}")
-    items = list(found)
     for i, p in enumerate(items):
         if not isinstance(p, Passage):
             raise TypeError(f"{need}; item {i} is {type(p).__name__}: wrap it, "

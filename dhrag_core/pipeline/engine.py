@@ -13,7 +13,7 @@ import inspect
 import threading
 import time
 from collections import OrderedDict
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -30,7 +30,7 @@ from dhrag_core.records import ContextItem, Passage, SelectedTurn, Selection, Tu
 from dhrag_core.settings import Settings
 from dhrag_core.store import HistoryStore
 from dhrag_core.timing import StageTimer
-from dhrag_core.validation import check_found, check_k, check_session_id
+from dhrag_core.validation import as_items, check_found, check_k, check_session_id
 
 __all__ = ["DHRAG"]
 
@@ -454,8 +454,7 @@ def _check_same_space(knowledge: KnowledgeBase, embedder: Embedder) -> None:
 def _check_rows(found: Any, rows: int, call: str = "search_vectors(vectors, k)") -> list[
         list[Passage]]:
     """``search_vectors``' result: one list of passages per query row."""
-    got = list(found) if isinstance(found, Iterable) and not isinstance(
-        found, (str, bytes, Mapping)) else None
+    got = as_items(found)
     if got is None or len(got) != rows:
         raise TypeError(
             f"the knowledge base's {call} must return one list of dhrag_core.Passage per "
