@@ -23,6 +23,7 @@ __all__ = [
     "LocalModelEmbedder",
     "MiniLMEmbedder",
     "l2_normalise",
+    "plain_text",
     "stem_forms",
     "token_set",
     "tokens",
@@ -117,20 +118,40 @@ def _stem(word: str) -> str:
 
 def stem_forms(stem: str) -> tuple[str, ...]:
     """The tokens that ``token_set`` maps to ``stem`` (itself, and its plural where ``_stem``
-    would strip one), stop words left out: finding these in a text tells whether its
-    ``token_set`` holds ``stem`` without tokenising it."""
+    would strip one), stop words left out: finding one as a whole word in ``plain_text(text)``
+    tells whether ``token_set(text)`` holds ``stem`` without tokenising the text."""
     forms = (stem, stem + "s") if len(stem) >= 3 and not stem.endswith("s") else (stem,)
     return tuple(f for f in forms if f not in _STOPWORDS and _stem(f) == stem)
 
 
+# a clitic ("it's", "don't", "we'll") is part of the word before it, not a word of its own
+_CLITIC = re.compile(r"(?<=[a-z0-9])(?:n['\u2019]t|['\u2019](?:s|t|re|ve|ll|d|m))(?![a-z0-9])")
+_IRREGULAR = re.compile(r"\b(ca|wo|sha)n['\u2019]t\b")
+_IRREGULAR_BASE = {"ca": "can", "wo": "will", "sha": "shall"}
+
+
+def plain_text(text: str) -> str:
+    """The text lower-cased with its clitics dropped: what ``tokens`` splits into words, so a
+    whole-word search of it finds what ``token_set`` would hold."""
+    low = text.lower()
+    if "'" in low or "\u2019" in low:
+        low = _CLITIC.sub("", _IRREGULAR.sub(lambda m: _IRREGULAR_BASE[m.group(1)], low))
+    return low
+
+
+def _words(text: str) -> list[str]:
+    return _TOKEN.findall(plain_text(text))
+
+
 def tokens(text: str) -> list[str]:
-    """Lower-cased content words, light-stemmed (shared by the hashing embedder and labels)."""
-    return [_stem(w) for w in _TOKEN.findall(text.lower()) if w not in _STOPWORDS]
+    """Lower-cased content words, light-stemmed, clitics dropped ("it's" is "it"; shared by
+    the hashing embedder, labels and the lexical term)."""
+    return [_stem(w) for w in _words(text) if w not in _STOPWORDS]
 
 
 def token_set(text: str) -> frozenset[str]:
     """``set(tokens(text))``, stemming each distinct word once."""
-    words = set(_TOKEN.findall(text.lower()))
+    words = set(_words(text))
     words -= _STOPWORDS
     return frozenset([_stem(w) for w in words])
 

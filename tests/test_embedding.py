@@ -135,9 +135,19 @@ def test_numpy_minilm_reports_missing_weights_and_bad_options() -> None:
     "Hubble's mirrors: 2.4 m, ground in 1981 -- mirrors MIRRORS mirror",
     "",
     "the of and",
+    "It's Obama\u2019s plan; don't, can't, we'll -- rock'n'roll",
 ])
 def test_token_set_is_the_set_of_tokens(text: str) -> None:
     from dhrag_core.embedding import token_set, tokens
 
     assert token_set(text) == set(tokens(text))
     assert isinstance(token_set(text), frozenset)
+
+
+def test_clitics_are_not_words() -> None:
+    from dhrag_core.embedding import token_set
+
+    # "s", "t", "don" and "ca" are pieces of "it's", "don't" and "can't", not content words
+    assert token_set("What's it? Don't, can't, won't, I'd, we'll, they're, I've") == set()
+    assert token_set("Obama's plan in the 1990\u2019s") == {"obama", "plan", "1990"}
+    assert token_set("vitamin d, the 're' prefix") == {"vitamin", "d", "re", "prefix"}

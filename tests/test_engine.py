@@ -629,9 +629,11 @@ def test_held_words_finds_what_tokenising_finds() -> None:
         "Buses, bus stops and classes; the class's glasses. Cats, a cat, CATS!",
         "İstanbul's 1099 forms (tax1099) and her hers; rates rate-based RATE",
         "long-term longer belong LONG_run s ss sss",
+        "It's Obama\u2019s; I'd say don't, we'll, can't; vitamin d's role, the 're' prefix, m",
     ]
     queries = ["How long is the bus to class?", "cats and glasses", "her 1099 tax rate",
-               "Istanbul forms", "What is it?", "s ss sss runs run"]
+               "Istanbul forms", "What is it?", "s ss sss runs run", "vitamin d obama re",
+               "don t s d ll m ca"]
     for q in queries:
         words = token_set(q)
         for t in texts:

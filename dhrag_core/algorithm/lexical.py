@@ -14,7 +14,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from dhrag_core.embedding import stem_forms, token_set
+from dhrag_core.embedding import plain_text, stem_forms, token_set
 
 __all__ = ["held_words", "word_overlap"]
 
@@ -22,7 +22,7 @@ _WORD_CHARS = frozenset("abcdefghijklmnopqrstuvwxyz0123456789")
 
 
 def _holds(low: str, form: str) -> bool:
-    """Whether the lower-cased text holds ``form`` as a whole token."""
+    """Whether ``low`` (a ``plain_text``) holds ``form`` as a whole token."""
     n = len(form)
     i = low.find(form)
     while i >= 0:
@@ -43,7 +43,7 @@ def held_words(words: frozenset[str], text: str) -> frozenset[str]:
 def _held(forms: dict[str, tuple[str, ...]], text: str) -> frozenset[str]:
     # every form of a word begins with its first (the stem, or its plural alone), so a text
     # without that substring holds none: one C-level test rules most words out
-    low = text.lower()
+    low = plain_text(text)
     return frozenset(w for w, fs in forms.items()
                      if fs and fs[0] in low and any(_holds(low, f) for f in fs))
 
