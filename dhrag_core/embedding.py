@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import logging
 import os
 import re
@@ -27,6 +28,7 @@ __all__ = [
     "stem_forms",
     "token_set",
     "tokens",
+    "word_at",
 ]
 
 log = logging.getLogger(__name__)
@@ -84,6 +86,7 @@ _STOPWORDS = frozenset(
         "of",
         "on",
         "or",
+        "shall",
         "so",
         "that",
         "the",
@@ -118,25 +121,78 @@ def _stem(word: str) -> str:
 
 def stem_forms(stem: str) -> tuple[str, ...]:
     """The tokens that ``token_set`` maps to ``stem`` (itself, and its plural where ``_stem``
-    would strip one), stop words left out: finding one as a whole word in ``plain_text(text)``
-    tells whether ``token_set(text)`` holds ``stem`` without tokenising the text."""
+    would strip one), stop words left out: finding one in a lower-cased text where
+    ``word_at`` says it is a word tells whether ``token_set(text)`` holds ``stem``, without
+    tokenising the text."""
     forms = (stem, stem + "s") if len(stem) >= 3 and not stem.endswith("s") else (stem,)
     return tuple(f for f in forms if f not in _STOPWORDS and _stem(f) == stem)
 
 
-# a clitic ("it's", "don't", "we'll") is part of the word before it, not a word of its own
-_CLITIC = re.compile(r"(?<=[a-z0-9])(?:n['\u2019]t|['\u2019](?:s|t|re|ve|ll|d|m))(?![a-z0-9])")
-_IRREGULAR = re.compile(r"\b(ca|wo|sha)n['\u2019]t\b")
-_IRREGULAR_BASE = {"ca": "can", "wo": "will", "sha": "shall"}
+_ALNUM = frozenset("abcdefghijklmnopqrstuvwxyz0123456789")
+_CLITICS = ("re", "ve", "ll", "s", "t", "d", "m")  # "it's", "we're", "we'll", "I'd", ...
+_NEGATION_BASE = {"ca": "can", "wo": "will", "sha": "shall"}  # "can't", "won't", "shan't"
+_APOSTROPHES = frozenset("'\u2019")
+
+
+def _clitic(part: str) -> int:
+    """Length of the clitic ``part`` starts with (the text after an apostrophe), else 0."""
+    for c in _CLITICS:
+        if part.startswith(c) and (len(part) == len(c) or part[len(c)] not in _ALNUM):
+            return len(c)
+    return 0
 
 
 def plain_text(text: str) -> str:
-    """The text lower-cased with its clitics dropped: what ``tokens`` splits into words, so a
-    whole-word search of it finds what ``token_set`` would hold."""
+    """The text lower-cased with its clitics dropped ("it's" is "it", "don't" is "do"): what
+    ``tokens`` splits into words. A clitic is part of the word before it, not a word of its
+    own."""
     low = text.lower()
-    if "'" in low or "\u2019" in low:
-        low = _CLITIC.sub("", _IRREGULAR.sub(lambda m: _IRREGULAR_BASE[m.group(1)], low))
-    return low
+    if "\u2019" in low:
+        low = low.replace("\u2019", "'")
+    if "'" not in low:
+        return low
+    parts = low.split("'")
+    out = [parts[0]]
+    for before, part in itertools.pairwise(parts):
+        n = _clitic(part) if before and before[-1] in _ALNUM else 0
+        if not n:
+            out.append(part)
+            continue
+        prev = out[-1]
+        if part[0] == "t" and n == 1 and before[-1] == "n":
+            start = len(prev)
+            while start and prev[start - 1] in _ALNUM:
+                start -= 1
+            word = prev[start:-1]
+            prev = prev[:start] + _NEGATION_BASE.get(word, word)
+        out[-1] = prev + part[n:]
+    return "'".join(out)
+
+
+def word_at(low: str, i: int, j: int) -> bool:
+    """Whether ``low[i:j]``, found in a lower-cased text, is one of the words ``plain_text``
+    leaves in it (before stop words): the whole-word test of ``plain_text`` made on the text
+    as it is, so that a search for a few words need not rewrite the text. Not a word: part
+    of a longer run of letters and digits, a clitic ("s" of "it's"), a word that loses its
+    "n" to "n't" ("don" of "don't"); a word: one that "n't" follows ("need" of "needn't")."""
+    n = len(low)
+    if i and low[i - 1] in _ALNUM:
+        return False
+    if (i >= 2 and low[i - 1] in _APOSTROPHES and low[i - 2] in _ALNUM
+            and _clitic(low[i:j + 1]) == j - i):
+        return False
+    if j < n and low[j] in _ALNUM:
+        return _negation_at(low, j + 1) and low[i:j] not in _NEGATION_BASE
+    if _negation_at(low, j) and low[j - 1] == "n":
+        base = low[i:j - 1]
+        return _NEGATION_BASE.get(base, base) == low[i:j]
+    return True
+
+
+def _negation_at(low: str, k: int) -> bool:
+    """Whether ``low[k - 1:]`` starts with "n't" (either apostrophe) and a word ends there."""
+    return (low[k - 1:k] == "n" and low[k:k + 1] in _APOSTROPHES and low[k + 1:k + 2] == "t"
+            and (k + 2 == len(low) or low[k + 2] not in _ALNUM))
 
 
 def _words(text: str) -> list[str]:

@@ -640,6 +640,23 @@ def test_held_words_finds_what_tokenising_finds() -> None:
             assert held_words(words, t) == words & token_set(t), (q, t)
 
 
+def test_held_words_agrees_with_tokenising_around_apostrophes() -> None:
+    import random
+
+    q = "\u2019"  # the typographic apostrophe
+    pieces = ["it", "'s", q + "s", "don", "'t", "n't", "n" + q + "t", "n", "ca", "wo", "sha",
+              "need", "s", "t", "re", "'re", "ve", "'ve", "ll", "'ll", "d", "'d", "m", "'", q, "o",
+              "brien", "1990", "x", " ", " ", "-", "."]
+    words = ["it", "s", "t", "don", "do", "n", "ca", "can", "wo", "sha", "need", "needn",
+             "re", "ve", "ll", "d", "m", "o", "brien", "1990", "x", "obrien"]
+    rng = random.Random(7)
+    for _ in range(3000):
+        text = "".join(rng.choice(pieces) for _ in range(rng.randint(1, 8)))
+        held = token_set(text)
+        for w in words:
+            assert (w in held_words(frozenset({w}), text)) == (w in held), (w, text)
+
+
 @pytest.mark.parametrize("weight", [0.0, 1.0])
 def test_lexical_weight_lets_the_questions_words_reorder_the_context(
         weight: float, lexical_kb: tuple[FaissKnowledgeBase, str]) -> None:

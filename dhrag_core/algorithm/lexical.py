@@ -14,21 +14,16 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from dhrag_core.embedding import plain_text, stem_forms, token_set
+from dhrag_core.embedding import stem_forms, token_set, word_at
 
 __all__ = ["held_words", "word_overlap"]
 
-_WORD_CHARS = frozenset("abcdefghijklmnopqrstuvwxyz0123456789")
-
-
 def _holds(low: str, form: str) -> bool:
-    """Whether ``low`` (a ``plain_text``) holds ``form`` as a whole token."""
+    """Whether the lower-cased text holds ``form`` as a word (``word_at``)."""
     n = len(form)
     i = low.find(form)
     while i >= 0:
-        j = i + n
-        if (i == 0 or low[i - 1] not in _WORD_CHARS) and (
-                j == len(low) or low[j] not in _WORD_CHARS):
+        if word_at(low, i, i + n):
             return True
         i = low.find(form, i + 1)
     return False
@@ -43,7 +38,7 @@ def held_words(words: frozenset[str], text: str) -> frozenset[str]:
 def _held(forms: dict[str, tuple[str, ...]], text: str) -> frozenset[str]:
     # every form of a word begins with its first (the stem, or its plural alone), so a text
     # without that substring holds none: one C-level test rules most words out
-    low = plain_text(text)
+    low = text.lower()
     return frozenset(w for w, fs in forms.items()
                      if fs and fs[0] in low and any(_holds(low, f) for f in fs))
 
