@@ -183,7 +183,7 @@ def word_at(low: str, i: int, j: int) -> bool:
         return False
     if j < n and low[j] in _ALNUM:
         return _negation_at(low, j + 1) and low[i:j] not in _NEGATION_BASE
-    if _negation_at(low, j) and low[j - 1] == "n":
+    if _negation_at(low, j):
         base = low[i:j - 1]
         return _NEGATION_BASE.get(base, base) == low[i:j]
     return True
