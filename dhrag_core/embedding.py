@@ -24,7 +24,6 @@ __all__ = [
     "LocalModelEmbedder",
     "MiniLMEmbedder",
     "l2_normalise",
-    "plain_text",
     "stem_forms",
     "token_set",
     "tokens",
@@ -142,10 +141,11 @@ def _clitic(part: str) -> int:
     return 0
 
 
-def plain_text(text: str) -> str:
+def _plain_text(text: str) -> str:
     """The text lower-cased with its clitics dropped ("it's" is "it", "don't" is "do"): what
     ``tokens`` splits into words. A clitic is part of the word before it, not a word of its
-    own."""
+    own. Rewriting the text once is about four times faster than ``word_at`` on every word,
+    which is for testing a few words in place."""
     low = text.lower()
     if "\u2019" in low:
         low = low.replace("\u2019", "'")
@@ -170,11 +170,12 @@ def plain_text(text: str) -> str:
 
 
 def word_at(low: str, i: int, j: int) -> bool:
-    """Whether ``low[i:j]``, found in a lower-cased text, is one of the words ``plain_text``
-    leaves in it (before stop words): the whole-word test of ``plain_text`` made on the text
-    as it is, so that a search for a few words need not rewrite the text. Not a word: part
-    of a longer run of letters and digits, a clitic ("s" of "it's"), a word that loses its
-    "n" to "n't" ("don" of "don't"); a word: one that "n't" follows ("need" of "needn't")."""
+    """Whether ``low[i:j]``, found in a lower-cased text, is one of the words ``tokens`` splits
+    from it (before stop words): the same clitic rules applied in place, so that a search for
+    a few words need not rewrite the text (``tests/test_engine.py`` holds the two equal).
+    Not a word: part of a longer run of letters and digits, a clitic ("s" of "it's"), a word
+    that loses its "n" to "n't" ("don" of "don't"); a word: one that "n't" follows ("need" of
+    "needn't")."""
     n = len(low)
     if i and low[i - 1] in _ALNUM:
         return False
@@ -196,7 +197,7 @@ def _negation_at(low: str, k: int) -> bool:
 
 
 def _words(text: str) -> list[str]:
-    return _TOKEN.findall(plain_text(text))
+    return _TOKEN.findall(_plain_text(text))
 
 
 def tokens(text: str) -> list[str]:
