@@ -19,8 +19,8 @@ import argparse
 import json
 import weakref
 from collections import Counter, defaultdict
-from collections.abc import Iterator
-from contextlib import contextmanager
+from collections.abc import Callable, Iterator
+from contextlib import AbstractContextManager, contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -113,14 +113,19 @@ RUNS: dict[str, tuple[dict[str, Any], set[str]]] = {
 
 
 def _replay(ctx: BenchContext, bench: Any, threads: int, seed: int, settings: Settings,
-            right: set[str]) -> dict[str, list[float]]:
+            right: set[str],
+            patch: Callable[[_Truth], AbstractContextManager[object]] | None = None,
+            ) -> dict[str, list[float]]:
+    """MRR@10 by kind and the thread statistics of one replay; ``patch``, given the replay's
+    truth, is held open around it (another way of choosing T*, say)."""
     tasks = interleave_benchmark(bench.conversations, threads=threads, block=(2, 4), seed=seed)
     out: dict[str, list[float]] = defaultdict(list)
     truth = _Truth()
     system = DHRAGSystem("dhrag", ctx, settings)
     db = system.engine.history
     with (_oracle_choice(truth) if "choice" in right else _nothing(),
-          _oracle_grouping(truth) if "grouping" in right else _nothing()):
+          _oracle_grouping(truth) if "grouping" in right else _nothing(),
+          patch(truth) if patch is not None else _nothing()):
         for conv in build_conversations(tasks):
             system.start(conv.conversation_id)
             start = system.session

@@ -730,6 +730,25 @@ def test_choice_ceiling_logit_learns_the_signal_that_names_the_thread() -> None:
     assert np.mean([p == c.true for p, c in zip(only_noise, choices, strict=True)]) < 0.45
 
 
+def test_thread_judge_is_asked_only_where_the_engine_hedges_and_abstains_without_the_thread(
+) -> None:
+    from benchmarks.thread_judge import judged
+    from dhrag_core import Settings
+
+    cfg = Settings().with_(hedge_margin=0.2, thread_variants=3)
+    found = [(7, 0.6), (3, 0.5), (9, 0.45), (4, 0.1)]
+    assert judged([(7, 0.6), (3, 0.3)], {3}, cfg, 1.0, 5, 0.0) is None  # a clear choice
+    assert judged(found, {5}, cfg, 1.0, 5, 0.0) is None  # the thread is not shown: abstain
+    assert judged(found, {4}, cfg, 1.0, 3, 0.0) is None  # ... nor among the first 3
+    right = judged(found, {4}, cfg, 1.0, 5, 0.99)
+    assert right is not None and right[0] == (4, 0.1)
+    # the others fall out of the hedge: the engine searches with the pick alone
+    assert all(rel < 0.1 - 0.2 for _, rel in right[1:]) and {t for t, _ in right} == {7, 3, 9, 4}
+    wrong = {judged(found, {3}, cfg, 0.5, 4, d)[0][0] for d in np.linspace(0.5, 0.999, 40)}  # type: ignore[index]
+    assert wrong == {7, 9, 4}  # a miss is any other candidate shown, never the right one
+    assert judged(found, {3}, cfg, 0.5, 4, 0.49)[0][0] == 3  # type: ignore[index]
+
+
 def test_task_fold_leaves_one_domain_out_or_splits_by_conversation() -> None:
     from benchmarks.metrics import TaskScore
     from benchmarks.tune_dhrag import fold_of, task_fold
