@@ -179,6 +179,12 @@ def _register() -> None:
             "dhrag-no-lexical",
             lambda ctx: DHRAGSystem("dhrag-no-lexical", ctx, Settings(lexical_weight=0.0)),
             description="DH-RAG ranking without the question's own words (lexical_weight=0)")
+    if Settings().root_weight:
+        register_system(
+            "dhrag-no-root",
+            lambda ctx: DHRAGSystem("dhrag-no-root", ctx, Settings(root_weight=0.0)),
+            description="DH-RAG without the thread's opening turn in the expansion "
+                        "(root_weight=0)")
     register_system(
         "dhrag-no-clarity-gate",
         lambda ctx: DHRAGSystem("dhrag-no-clarity-gate", ctx, Settings(clarity_threshold=None)),

@@ -261,7 +261,8 @@ class SelectedTurn:
 
     ``via`` names the matchers that found it: ``"hierarchy"`` (cluster -> summary -> turn),
     ``"chain"`` (a turn of the thread T*, every one of which is weighed), ``"recent"`` (the
-    thread's latest turn, which elliptical follow-ups lean on).
+    thread's latest turn, which elliptical follow-ups lean on), ``"root"`` (the turn that
+    opened the thread, kept beside the best weighed ones: ``Settings.root_weight``).
     """
 
     turn: Turn

@@ -86,6 +86,10 @@ class Settings:
             queries, so a wrong guess of T* costs less (1: T* only). A knowledge base searched
             by text is searched once, with the rewrite in T*; these queries re-rank its
             candidates.
+        root_weight: The turn that opened the thread (its earliest in the window weighed) also
+            expands the query, with this times its relevance to the query (unsharpened), when
+            the ``history_turns`` best do not already hold it: a thread's first question
+            usually names what its follow-ups leave out. 0: off.
         hedge_margin: A runner-up thread is searched only when its relevance to the query is
             within this of T*'s (a clear choice is not hedged); ``None``: always.
         search_raw_query: The raw query is searched too, as one more of those queries (a new
@@ -128,6 +132,7 @@ class Settings:
     tree_summaries: int = 6
     tree_turns: int = 8
     history_turns: int = 2
+    root_weight: float = 0.75
     kb_k: int = 20
     text_k: int | None = None
     context_k: int = 10
@@ -179,6 +184,7 @@ class Settings:
             _check_range("text_k", self.text_k, 1, 10**6, integer=True)
         _check_range("min_tree_turns", self.min_tree_turns, 0, 10**9, integer=True)
         _check_range("expansion", self.expansion, 0.0, 100.0)
+        _check_range("root_weight", self.root_weight, 0.0, 100.0)
         _check_range("topic_answer_weight", self.topic_answer_weight, 0.0, 100.0)
         _check_range("topic_passage_weight", self.topic_passage_weight, 0.0, 100.0)
         _check_range("history_bonus", self.history_bonus, -10.0, 10.0)

@@ -13,6 +13,7 @@ from dhrag_core.algorithm.clustering import TopicClusters, keyword_labels
 from dhrag_core.algorithm.hierarchy import SessionTree
 from dhrag_core.algorithm.members import OrderedMembers
 from dhrag_core.embedding import l2_normalise
+from dhrag_core.records import SelectedTurn
 from tests.conftest import FakeClock
 
 DIM = 32
@@ -225,6 +226,34 @@ def test_every_turn_of_the_thread_is_weighed_not_only_the_matched_ones(
     narrow = picked(1)
     assert len(narrow) == 3 and set(narrow) <= {q for q, _ in GUINEA + more}
     assert narrow == picked(8)
+
+
+def test_root_weight_keeps_the_turn_that_opened_the_thread(clock: FakeClock) -> None:
+    more = [("Can guinea pigs eat carrots?", "Guinea pigs may eat carrots as a treat."),
+            ("Do guinea pigs need vitamin C?", "Guinea pigs need vitamin C every day.")]
+    query = "Do guinea pigs need vitamin C every day?"
+
+    def picked(**changes: float) -> list[SelectedTurn]:
+        db = HistoryDatabase(embedder=HashingEmbedder(), clock=clock,
+                             settings=Settings().with_(**{"history_turns": 1, **changes}))
+        for q, a in BONDS + GUINEA + more:
+            db.add("s", q, [a], a)
+        return db.select("s", query)
+
+    off = picked(root_weight=0.0)
+    assert [p.turn.query for p in off] == [more[-1][0]] and "root" not in off[0].via
+    on = picked(root_weight=0.6)
+    assert [p.turn.query for p in on] == [more[-1][0], GUINEA[0][0]], "the thread's, not BONDS'"
+    root = on[1]
+    assert "root" in root.via and 0 < root.relevance < on[0].relevance
+    assert root.weight == pytest.approx(0.6 * root.relevance)
+    assert (on[0].turn.query, on[0].weight, on[0].via) == (
+        off[0].turn.query, off[0].weight, off[0].via), "the best weighed turn is unchanged"
+    # a root already among the best weighed is not added twice
+    assert [p.turn.query for p in picked(root_weight=0.6, history_turns=4)].count(
+        GUINEA[0][0]) == 1
+    with pytest.raises(ValueError, match="root_weight"):
+        Settings(root_weight=-0.1)
 
 
 def test_thread_switch_keeps_a_weak_match_in_the_current_thread(clock: FakeClock) -> None:

@@ -113,7 +113,7 @@ class Selector:
                 via[m.turn_id].insert(0, "hierarchy")
         via[members[-1]].append("recent")
         ages = range(len(members), 0, -1)
-        return self._weigh(s, qv, via, ages, clock, describe=describe)
+        return self._weigh(s, qv, via, ages, clock, describe=describe, root=members[0])
 
     def _select_flat(self, s: SessionState, qv: Vector, clock: Clock) -> list[SelectedTurn]:
         """Selection without threads (``use_chains=False``): matched turns and the latest turn
@@ -128,15 +128,17 @@ class Selector:
 
     def _weigh(self, s: SessionState, qv: Vector, via: dict[str, list[str]],
                ages: Sequence[float], clock: Clock, *, describe: bool = True,
-               ) -> list[SelectedTurn]:
+               root: str | None = None) -> list[SelectedTurn]:
         """Weigh the candidates ``alpha * relevance + (1 - alpha) * recency`` (relevance
-        sharpened around the best one) and keep the ``history_turns`` best; with
-        ``describe``, each with its cluster's label and its summary node's text."""
+        sharpened around the best one) and keep the ``history_turns`` best, then ``root``
+        (the thread's opening turn) if they do not hold it, weighed ``root_weight`` times its
+        relevance; with ``describe``, each with its cluster's label and its summary node's
+        text."""
         cfg = self.settings
         alpha = cfg.alpha if cfg.use_recency else 1.0
         ids = list(via)
         turns = [s.turns[i] for i in ids]
-        rel = scoring.relevance(self._relevance_sims(s, ids, qv))
+        rel = raw = scoring.relevance(self._relevance_sims(s, ids, qv))
         if cfg.relevance_contrast is not None:
             rel = scoring.contrast(rel, cfg.relevance_contrast)
         now = float(clock())
@@ -145,6 +147,13 @@ class Selector:
         weight = scoring.combined_weight(rel, rec, alpha)
         order = np.lexsort((-np.array([t.index for t in turns]), -weight))
         chosen = [int(i) for i in order[: cfg.history_turns]]
+        if root is not None and cfg.root_weight > 0:
+            r = ids.index(root)
+            if r not in chosen and raw[r] > 0:
+                rel[r] = raw[r]
+                weight[r] = cfg.root_weight * raw[r]
+                via[root].append("root")
+                chosen.append(r)
         labels = cluster_labels(s, {turns[i].cluster_id for i in chosen}) if describe else {}
         return [
             SelectedTurn(

@@ -298,7 +298,11 @@ class HistoryMachine(RuleBasedStateMachine):
     @rule(sid=st.sampled_from(SESSIONS), topic=st.sampled_from(TOPICS))
     def select(self, sid: str, topic: str) -> None:
         chosen = self.d.select(sid, f"{topic} {sid}")
-        assert len(chosen) <= self.cfg.history_turns
+        # the best weighed, then the thread's opening turn when they do not hold it
+        best = [c for c in chosen if "root" not in c.via]
+        assert len(best) <= self.cfg.history_turns and len(chosen) - len(best) <= 1
+        assert chosen[: len(best)] == best and len({c.turn.turn_id for c in chosen}) == len(
+            chosen)
         assert bool(chosen) == bool(self.model[sid])
         for c in chosen:
             assert c.turn.session_id == sid and c.turn.turn_id in self.model[sid]
