@@ -33,7 +33,7 @@ from benchmarks.mtrag_kb import load_with_kb
 from benchmarks.systems import BenchContext
 from benchmarks.thread_gap import _replay, _Truth
 from dhrag_core import Settings
-from dhrag_core.history.selection import Selector
+from dhrag_core.history.selection import Selector, hedged_threads
 from dhrag_core.history.session import SessionState, Threads
 from dhrag_core.records import Vector
 
@@ -47,9 +47,7 @@ def judged(found: list[tuple[int, float]], right: set[int], settings: Settings,
     """The threads after the judge (its pick first, the others out of the hedge's reach), or
     ``None`` where it is not asked (the engine would not hedge) or abstains (no candidate is
     in ``right``). ``draw`` in [0, 1) decides whether it names the right chain."""
-    margin = settings.hedge_margin
-    variants = found[: settings.thread_variants]
-    if len(variants) < 2 or (margin is not None and variants[1][1] < found[0][1] - margin):
+    if len(hedged_threads(found, settings.thread_variants, settings.hedge_margin)) < 2:
         return None
     shown = found[:candidates]
     hits = [f for f in shown if f[0] in right]
@@ -79,8 +77,8 @@ def _judge(truth: _Truth, accuracy: float, candidates: int,
         key = (id(s), qv.tobytes(), s.version)
         if key not in seen and len(found) > 1:
             seen.add(key)
-            asked = judged(found, set(t for t, _ in found[:candidates]), self.settings, 1.0,
-                           candidates, 0.0) is not None
+            cfg = self.settings
+            asked = len(hedged_threads(found, cfg.thread_variants, cfg.hedge_margin)) > 1
             counts["hedged"] += asked
             counts["abstained"] += asked and after is None
             counts["rule right"] += after is not None and found[0][0] in right

@@ -738,6 +738,8 @@ def test_thread_judge_is_asked_only_where_the_engine_hedges_and_abstains_without
     cfg = Settings().with_(hedge_margin=0.2, thread_variants=3)
     found = [(7, 0.6), (3, 0.5), (9, 0.45), (4, 0.1)]
     assert judged([(7, 0.6), (3, 0.3)], {3}, cfg, 1.0, 5, 0.0) is None  # a clear choice
+    # hedged as the engine hedges: any runner-up in reach, not only the second
+    assert judged([(7, 0.6), (3, 0.3), (9, 0.5)], {9}, cfg, 1.0, 5, 0.0)[0][0] == 9  # type: ignore[index]
     assert judged(found, {5}, cfg, 1.0, 5, 0.0) is None  # the thread is not shown: abstain
     assert judged(found, {4}, cfg, 1.0, 3, 0.0) is None  # ... nor among the first 3
     right = judged(found, {4}, cfg, 1.0, 5, 0.99)

@@ -20,11 +20,20 @@ from dhrag_core.history.session import SessionState, Threads
 from dhrag_core.records import SelectedTurn, Vector
 from dhrag_core.settings import Settings
 
-__all__ = ["Selector"]
+__all__ = ["Selector", "hedged_threads"]
 
 Clock = Callable[[], float]
 
 _CHAIN_WINDOW = 64  # latest turns of a thread weighed for selection
+
+
+def hedged_threads(threads: Sequence[tuple[int, float]], n: int,
+                   margin: float | None) -> list[int]:
+    """T* and the runner-ups among the first ``n`` ``(thread, relevance)`` whose relevance is
+    within ``margin`` of T*'s (all ``n`` when ``margin`` is ``None``): the threads searched."""
+    top = threads[0][1]
+    return [t for i, (t, rel) in enumerate(threads[:n])
+            if i == 0 or margin is None or rel >= top - margin]
 
 
 class Selector:
@@ -48,10 +57,7 @@ class Selector:
         if not s.tree.has_chains:
             return [[]]
         threads, matches = self.threads(s, qv)
-        margin = self.settings.hedge_margin
-        top = threads[0][1]
-        kept = [t for i, (t, rel) in enumerate(threads[:n])
-                if i == 0 or margin is None or rel >= top - margin]
+        kept = hedged_threads(threads, n, self.settings.hedge_margin)
         return [self._select_in_thread(s, qv, t, matches, clock, describe=i == 0)
                 for i, t in enumerate(kept)]
 
