@@ -144,9 +144,9 @@ class Selector:
         alpha = cfg.alpha if cfg.use_recency else 1.0
         ids = list(via)
         turns = [s.turns[i] for i in ids]
-        rel = raw = scoring.relevance(self._relevance_sims(s, ids, qv))
-        if cfg.relevance_contrast is not None:
-            rel = scoring.contrast(rel, cfg.relevance_contrast)
+        raw = scoring.relevance(self._relevance_sims(s, ids, qv))
+        rel = raw if cfg.relevance_contrast is None else scoring.contrast(
+            raw, cfg.relevance_contrast)
         now = float(clock())
         rec = scoring.recency(ages, cfg.half_life_turns, [now - t.timestamp for t in turns],
                               cfg.half_life_seconds)
