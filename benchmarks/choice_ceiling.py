@@ -51,6 +51,7 @@ from benchmarks.mtrag_kb import load_with_kb
 from benchmarks.replay import replay, score_runs
 from benchmarks.sparse import tokenize
 from benchmarks.systems import BenchContext
+from benchmarks.thread_gap import swapped
 from benchmarks.tune_dhrag import fold_of
 from dhrag_core import DHRAG, FaissKnowledgeBase, Settings
 from dhrag_core.algorithm import scoring
@@ -226,13 +227,8 @@ def _logit_choice(weights: np.ndarray, kb: FaissKnowledgeBase,
         score = _chain_signals(self.settings, kb, s, qv, found, asked[0], words) @ weights
         return [found[i] for i in np.argsort(-score, kind="stable")], matches
 
-    DHRAG.select = select  # type: ignore[method-assign]
-    Selector.threads = threads  # type: ignore[method-assign]
-    try:
+    with swapped(DHRAG, "select", select), swapped(Selector, "threads", threads):
         yield
-    finally:
-        DHRAG.select = original_select  # type: ignore[method-assign]
-        Selector.threads = original_threads  # type: ignore[method-assign]
 
 
 def _end_to_end(ctx: BenchContext, bench: Any, threads: int, seeds: list[int],

@@ -39,7 +39,7 @@ from dhrag_core.history.selection import Selector
 from dhrag_core.history.session import SessionState, Threads
 from dhrag_core.records import Selection, Vector
 
-__all__ = ["main"]
+__all__ = ["main", "swapped"]
 
 
 class _Truth:
@@ -56,6 +56,17 @@ class _Truth:
 
 
 @contextmanager
+def swapped(owner: type, name: str, value: object) -> Iterator[None]:
+    """While open, ``owner.name`` is ``value`` (an analysis variant of an engine method)."""
+    original = getattr(owner, name)
+    setattr(owner, name, value)
+    try:
+        yield
+    finally:
+        setattr(owner, name, original)
+
+
+@contextmanager
 def _oracle_choice(truth: _Truth) -> Iterator[None]:
     """While open, ``Selector.threads`` puts the true thread's chain first."""
     original = Selector.threads
@@ -65,17 +76,13 @@ def _oracle_choice(truth: _Truth) -> Iterator[None]:
         right = [f for f in found if truth.majority(s, f[0]) == truth.current][:1]
         return right + [f for f in found if f not in right], matches
 
-    Selector.threads = threads  # type: ignore[method-assign]
-    try:
+    with swapped(Selector, "threads", threads):
         yield
-    finally:
-        Selector.threads = original  # type: ignore[method-assign]
 
 
 @contextmanager
 def _oracle_grouping(truth: _Truth) -> Iterator[None]:
     """While open, a new turn joins the chain of its true thread (a new chain for a new one)."""
-    original = ChainTracker.link
     chain_of_thread: weakref.WeakKeyDictionary[ChainTracker, dict[str, int]] = (
         weakref.WeakKeyDictionary())
 
@@ -92,11 +99,8 @@ def _oracle_grouping(truth: _Truth) -> Iterator[None]:
         self._add(chain, turn_id, vector, index)
         return chain.id
 
-    ChainTracker.link = link  # type: ignore[method-assign]
-    try:
+    with swapped(ChainTracker, "link", link):
         yield
-    finally:
-        ChainTracker.link = original  # type: ignore[method-assign]
 
 
 RUNS: dict[str, tuple[dict[str, Any], set[str]]] = {

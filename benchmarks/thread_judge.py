@@ -31,7 +31,7 @@ import numpy as np
 from benchmarks.__main__ import default_cache
 from benchmarks.mtrag_kb import load_with_kb
 from benchmarks.systems import BenchContext
-from benchmarks.thread_gap import _replay, _Truth
+from benchmarks.thread_gap import _replay, _Truth, swapped
 from dhrag_core import Settings
 from dhrag_core.history.selection import Selector, hedged_threads
 from dhrag_core.history.session import SessionState, Threads
@@ -85,11 +85,8 @@ def _judge(truth: _Truth, accuracy: float, candidates: int,
             counts["judge right"] += after is not None and after[0][0] in right
         return (after if after is not None else found), matches
 
-    Selector.threads = threads  # type: ignore[method-assign]
-    try:
+    with swapped(Selector, "threads", threads):
         yield
-    finally:
-        Selector.threads = original  # type: ignore[method-assign]
 
 
 def main() -> None:
