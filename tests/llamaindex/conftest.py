@@ -16,6 +16,7 @@ from typing import Any
 import pytest
 from llama_index.core import Settings as LlamaSettings
 from llama_index.core import VectorStoreIndex
+from llama_index.core.async_utils import asyncio_run
 from llama_index.core.base.llms.generic_utils import messages_to_prompt
 from llama_index.core.base.llms.types import (
     ChatMessage,
@@ -29,7 +30,9 @@ from llama_index.core.bridge.pydantic import PrivateAttr
 from llama_index.core.embeddings import BaseEmbedding
 from llama_index.core.llms import CustomLLM
 from llama_index.core.llms.callbacks import llm_completion_callback
+from llama_index.core.memory import Memory
 from llama_index.core.schema import TextNode
+from sqlalchemy.ext.asyncio import create_async_engine
 
 from dhrag_core import DHRAGSettings, HashingEmbedder
 from llamaindex_dhrag import DHRAGChatEngine, DHRAGEmbedding
@@ -215,3 +218,23 @@ def make_engine(
         return DHRAGChatEngine.from_defaults(retriever, chosen, **kwargs)
 
     return make
+
+
+@pytest.fixture
+def memories() -> Iterator[Callable[..., Memory]]:
+    """``Memory.from_defaults(**kwargs)`` on an in-memory SQLite engine disposed after the test.
+
+    LlamaIndex's default ``Memory`` opens an aiosqlite connection that nobody closes; when it
+    is collected after its event loop has closed, aiosqlite's worker thread raises "Event loop
+    is closed" during some later test. Disposing the engine closes the connection in time.
+    """
+    engines = []
+
+    def make(**kwargs: Any) -> Memory:
+        engine = create_async_engine("sqlite+aiosqlite://")
+        engines.append(engine)
+        return Memory.from_defaults(async_engine=engine, **kwargs)
+
+    yield make
+    for engine in engines:
+        asyncio_run(engine.dispose())

@@ -204,12 +204,12 @@ def test_k_limits_the_context(make_engine: Make) -> None:
 
 
 def test_condense_plus_context_without_condensing_misses_what_dhrag_finds(
-    make_engine: Make, index: Any, llm: Any
+    make_engine: Make, index: Any, llm: Any, memories: Callable[..., Any]
 ) -> None:
     from llama_index.core.chat_engine import CondensePlusContextChatEngine
 
     plain = CondensePlusContextChatEngine.from_defaults(
-        index.as_retriever(similarity_top_k=4), llm=llm, skip_condense=True
+        index.as_retriever(similarity_top_k=4), llm=llm, skip_condense=True, memory=memories()
     )
     plain.chat(WALL)
     plain_reply = plain.chat("How long is it?")

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import pytest
 from llama_index.core.base.llms.types import ChatMessage, MessageRole
 from llama_index.core.memory import Memory
@@ -23,18 +25,25 @@ def _db(hashing: HashingEmbedder) -> HistoryDatabase:
     return HistoryDatabase(embedder=hashing, settings=Settings(use_chains=False))
 
 
-def _memory(block: DHRAGMemoryBlock, session_id: str = "alice") -> Memory:
-    # a tiny token limit makes Memory flush older messages to its blocks
-    return Memory.from_defaults(session_id=session_id, token_limit=60,
-                                chat_history_token_ratio=0.5, token_flush_size=20,
-                                memory_blocks=[block])
+MemoryFor = Callable[..., Memory]
+
+
+@pytest.fixture
+def memory_for(memories: MemoryFor) -> MemoryFor:
+    """A Memory over one block; a tiny token limit makes it flush older messages to it."""
+
+    def make(block: DHRAGMemoryBlock, session_id: str = "alice") -> Memory:
+        return memories(session_id=session_id, token_limit=60, chat_history_token_ratio=0.5,
+                        token_flush_size=20, memory_blocks=[block])
+
+    return make
 
 
 async def test_memory_flushes_turns_into_dhrag_and_reads_the_relevant_ones(
-    hashing: HashingEmbedder,
+    hashing: HashingEmbedder, memory_for: MemoryFor,
 ) -> None:
     db = _db(hashing)
-    memory = _memory(DHRAGMemoryBlock(history=db))
+    memory = memory_for(DHRAGMemoryBlock(history=db))
     for q, a in CONVERSATION:
         await memory.aput(ChatMessage(role="user", content=q))
         await memory.aput(ChatMessage(role="assistant", content=a))
@@ -52,9 +61,10 @@ async def test_memory_flushes_turns_into_dhrag_and_reads_the_relevant_ones(
     assert "Stone, brick, tamped earth and wood." in first_turn
 
 
-def test_sync_memory_api_works_with_the_block(hashing: HashingEmbedder) -> None:
+def test_sync_memory_api_works_with_the_block(hashing: HashingEmbedder,
+                                              memory_for: MemoryFor) -> None:
     db = _db(hashing)
-    memory = _memory(DHRAGMemoryBlock(history=db), session_id="bob")
+    memory = memory_for(DHRAGMemoryBlock(history=db), session_id="bob")
     for q, a in CONVERSATION:
         memory.put(ChatMessage(role="user", content=q))
         memory.put(ChatMessage(role="assistant", content=a))
@@ -101,10 +111,11 @@ async def test_fixed_session_id_overrides_the_memory_session(hashing: HashingEmb
     assert db.size("fixed") == 1 and db.size("other") == 0
 
 
-async def test_two_memories_sharing_a_block_stay_apart(hashing: HashingEmbedder) -> None:
+async def test_two_memories_sharing_a_block_stay_apart(hashing: HashingEmbedder,
+                                                      memory_for: MemoryFor) -> None:
     db = _db(hashing)
     block = DHRAGMemoryBlock(history=db)
-    alice, bob = _memory(block, "alice"), _memory(block, "bob")
+    alice, bob = memory_for(block, "alice"), memory_for(block, "bob")
     for q, a in CONVERSATION:
         await alice.aput(ChatMessage(role="user", content=q))
         await alice.aput(ChatMessage(role="assistant", content=a))
