@@ -32,7 +32,7 @@ from llama_index.core.llms import CustomLLM
 from llama_index.core.llms.callbacks import llm_completion_callback
 from llama_index.core.memory import Memory
 from llama_index.core.schema import TextNode
-from sqlalchemy.ext.asyncio import create_async_engine
+from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
 
 from dhrag_core import DHRAGSettings, HashingEmbedder
 from llamaindex_dhrag import DHRAGChatEngine, DHRAGEmbedding
@@ -228,7 +228,7 @@ def memories() -> Iterator[Callable[..., Memory]]:
     is collected after its event loop has closed, aiosqlite's worker thread raises "Event loop
     is closed" during some later test. Disposing the engine closes the connection in time.
     """
-    engines = []
+    engines: list[AsyncEngine] = []
 
     def make(**kwargs: Any) -> Memory:
         engine = create_async_engine("sqlite+aiosqlite://")
