@@ -49,6 +49,8 @@ class _Truth:
         self.of: dict[str, str] = {}
         self.current = ""
         self.relevant: frozenset[str] = frozenset()
+        self.key = ""  # "<session>#<position>" of the current turn, position from 0
+        self.order: list[str] = []  # the session's stored turn ids, oldest first
 
     def majority(self, s: SessionState, chain: int) -> str | None:
         found = Counter(self.of.get(t) for t in s.turns if s.tree.chain_of(t) == chain)
@@ -134,7 +136,9 @@ def _replay(ctx: BenchContext, bench: Any, threads: int, seed: int, settings: Se
             system.start(conv.conversation_id)
             start = system.session
             truth.of.clear()
-            for turn in conv.turns:
+            truth.order.clear()
+            for position, turn in enumerate(conv.turns):
+                truth.key = f"{conv.conversation_id}#{position}"
                 tags = turn.task.tags if turn.task is not None else {}
                 kind, truth.current = tags.get("kind", ""), tags.get("thread", "")
                 truth.relevant = frozenset(turn.task.relevant) if turn.task is not None else (
@@ -168,6 +172,7 @@ def _replay(ctx: BenchContext, bench: Any, threads: int, seed: int, settings: Se
                 latest_id = db._session(system.session).latest
                 assert latest_id is not None
                 truth.of[latest_id] = truth.current
+                truth.order.append(latest_id)
             if "sessions" in right:
                 continue
             s = db._session(system.session)

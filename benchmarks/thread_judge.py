@@ -2,6 +2,7 @@
 
     python -m benchmarks.thread_judge [--threads 10] [--seeds 0,1,2] [--accuracy 1,0.9,0.8]
                                       [--candidates 5] [--out results/thread_judge.json]
+                                      [--export PROMPTS.jsonl] [--judgments FILE.jsonl]
 
 An analysis, not a system: what an LLM asked "which of these earlier topics does this question
 continue?" could at best bring, before anyone pays for one. The real engine (defaults) replays
@@ -12,6 +13,14 @@ otherwise it names the true thread's chain with probability ``accuracy`` (else o
 candidates, evenly), and the engine takes that chain as T*, searches with its query alone and
 files the turn in it. Draws are a hash of the query vector, so a run is deterministic. The
 defaults and the thread oracle (a session per true thread) run in the same replay.
+
+A real judge is measured from a file, as the shared data's LLM rewrites are: ``--export``
+writes one prompt per turn (the session's earlier turns, numbered, and the question) to be
+answered by any LLM elsewhere; ``--judgments`` replays with its answers (one JSON object a
+line, ``{"id": ..., "follows": N}``: the earlier turn N the question follows up on, 0 for a new
+topic). On a turn where the engine would hedge, the chain holding turn N becomes T*; ``0`` or
+a missing id leaves the turn to the engine. ``--export-oracle`` writes the answers the labels
+give (the thread's latest earlier turn), to check the path end to end.
 """
 
 from __future__ import annotations
@@ -20,8 +29,8 @@ import argparse
 import json
 import zlib
 from collections import defaultdict
-from collections.abc import Iterator
-from contextlib import contextmanager
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import AbstractContextManager, contextmanager
 from functools import partial
 from pathlib import Path
 from typing import Any
@@ -29,6 +38,8 @@ from typing import Any
 import numpy as np
 
 from benchmarks.__main__ import default_cache
+from benchmarks.data import Conversation, build_conversations
+from benchmarks.interleave import interleave_benchmark
 from benchmarks.mtrag_kb import load_with_kb
 from benchmarks.systems import BenchContext
 from benchmarks.thread_gap import _replay, _Truth, swapped
@@ -37,9 +48,88 @@ from dhrag_core.history.selection import Selector, hedged_threads
 from dhrag_core.history.session import SessionState, Threads
 from dhrag_core.records import Vector
 
-__all__ = ["judged", "main"]
+__all__ = ["judge_prompts", "judged", "judged_by_turn", "load_judgments", "main",
+           "oracle_judgments"]
 
 _NOT_CHOSEN = -9.0  # a relevance no hedge margin keeps
+_ANSWER_WORDS = 40
+
+_PROMPT = """Below are the earlier turns of a conversation, numbered, and the user's new \
+question. The conversation may switch between several topics and come back to one.
+
+{turns}
+
+New question: {question}
+
+Which earlier turn does the new question follow up on? Reply with that turn's number only, \
+or 0 if it starts a new topic."""
+
+
+def _short(text: str) -> str:
+    words = text.split()
+    return " ".join(words[:_ANSWER_WORDS]) + (" ..." if len(words) > _ANSWER_WORDS else "")
+
+
+def judge_prompts(conversations: Sequence[Conversation]) -> Iterator[dict[str, Any]]:
+    """One prompt per turn after a session's first: ``{"id", "turns", "prompt"}``, the prompt
+    holding the session's earlier turns (question and the start of its answer) and nothing
+    after the question; ``id`` is ``"<session>#<position>"``, position counted from 0."""
+    for conv in conversations:
+        for i in range(1, len(conv.turns)):
+            earlier = "\n".join(f"{j}. User: {t.question}\n   Assistant: {_short(t.answer)}"
+                                for j, t in enumerate(conv.turns[:i], 1))
+            yield {"id": f"{conv.conversation_id}#{i}", "turns": i,
+                   "prompt": _PROMPT.format(turns=earlier, question=conv.turns[i].question)}
+
+
+def oracle_judgments(conversations: Sequence[Conversation]) -> Iterator[dict[str, Any]]:
+    """What a judge that read the labels would answer: the latest earlier turn of the same
+    thread (numbered from 1), 0 on a thread's first turn."""
+    for conv in conversations:
+        latest: dict[str, int] = {}
+        for i, turn in enumerate(conv.turns):
+            thread = turn.task.tags.get("thread", "") if turn.task is not None else ""
+            if i:
+                yield {"id": f"{conv.conversation_id}#{i}", "follows": latest.get(thread, 0)}
+            if thread:
+                latest[thread] = i + 1
+
+
+def load_judgments(path: Path) -> dict[str, int]:
+    """A judgments file as ``{id: follows}``.
+
+    Raises:
+        ValueError: On a line that is not a JSON object with a string ``id`` and a
+            non-negative integer ``follows`` (the line number says where), or a repeated id.
+    """
+    found: dict[str, int] = {}
+    for n, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
+        if not line.strip():
+            continue
+        try:
+            rec = json.loads(line)
+        except json.JSONDecodeError as e:
+            raise ValueError(f"{path}:{n}: not JSON ({e.msg})") from None
+        if not isinstance(rec, dict) or not isinstance(rec.get("id"), str):
+            raise ValueError(f'{path}:{n}: expected {{"id": "<session>#<position>", '
+                             f'"follows": N}}, got {line.strip()[:80]!r}')
+        follows = rec.get("follows")
+        if isinstance(follows, bool) or not isinstance(follows, int) or follows < 0:
+            raise ValueError(f"{path}:{n}: follows must be an earlier turn's number (>= 1) or 0, "
+                             f"got {follows!r}")
+        if rec["id"] in found:
+            raise ValueError(f"{path}:{n}: id {rec['id']!r} appears twice")
+        found[rec["id"]] = follows
+    return found
+
+
+def _first(found: list[tuple[int, float]], pick: tuple[int, float]) -> list[tuple[int, float]]:
+    """``pick`` as T*, the other threads out of the hedge's reach."""
+    return [pick] + [(t, _NOT_CHOSEN) for t, _ in found if t != pick[0]]
+
+
+def _hedges(found: list[tuple[int, float]], settings: Settings) -> bool:
+    return len(hedged_threads(found, settings.thread_variants, settings.hedge_margin)) > 1
 
 
 def judged(found: list[tuple[int, float]], right: set[int], settings: Settings,
@@ -47,7 +137,7 @@ def judged(found: list[tuple[int, float]], right: set[int], settings: Settings,
     """The threads after the judge (its pick first, the others out of the hedge's reach), or
     ``None`` where it is not asked (the engine would not hedge) or abstains (no candidate is
     in ``right``). ``draw`` in [0, 1) decides whether it names the right chain."""
-    if len(hedged_threads(found, settings.thread_variants, settings.hedge_margin)) < 2:
+    if not _hedges(found, settings):
         return None
     shown = found[:candidates]
     hits = [f for f in shown if f[0] in right]
@@ -59,7 +149,17 @@ def judged(found: list[tuple[int, float]], right: set[int], settings: Settings,
     else:
         pick = misses[min(int((draw - accuracy) / (1 - accuracy) * len(misses)),
                           len(misses) - 1)]
-    return [pick] + [(t, _NOT_CHOSEN) for t, _ in found if t != pick[0]]
+    return _first(found, pick)
+
+
+def judged_by_turn(found: list[tuple[int, float]], chain: int | None,
+                   settings: Settings) -> list[tuple[int, float]] | None:
+    """The threads after a judge that named an earlier turn, held by ``chain``: that chain
+    first, or ``None`` where the engine would not hedge or the named turn is in no chain."""
+    if not _hedges(found, settings):
+        return None
+    pick = next((f for f in found if f[0] == chain), None)
+    return None if pick is None else _first(found, pick)
 
 
 @contextmanager
@@ -89,6 +189,46 @@ def _judge(truth: _Truth, accuracy: float, candidates: int,
         yield
 
 
+@contextmanager
+def _judge_from_file(truth: _Truth, judgments: dict[str, int],
+                     counts: dict[str, int]) -> Iterator[None]:
+    """While open, ``Selector.threads`` follows the judgments read from a file."""
+    original = Selector.threads
+    seen: set[tuple[int, bytes, int]] = set()
+
+    def threads(self: Selector, s: SessionState, qv: Vector) -> Threads:
+        found, matches = original(self, s, qv)
+        follows = judgments.get(truth.key, 0)
+        if follows > len(truth.order):
+            raise ValueError(f"judgment for {truth.key} names turn {follows}, but only "
+                             f"{len(truth.order)} turns came before it")
+        chain = s.tree.chain_of(truth.order[follows - 1]) if follows else None
+        after = judged_by_turn(found, chain, self.settings)
+        key = (id(s), qv.tobytes(), s.version)
+        if key not in seen and len(found) > 1:
+            seen.add(key)
+            right = {t for t, _ in found if truth.majority(s, t) == truth.current}
+            asked = _hedges(found, self.settings)
+            counts["hedged"] += asked
+            counts["abstained"] += asked and after is None
+            counts["rule right"] += after is not None and found[0][0] in right
+            counts["judge right"] += after is not None and after[0][0] in right
+        return (after if after is not None else found), matches
+
+    with swapped(Selector, "threads", threads):
+        yield
+
+
+def _write_jsonl(path: Path, records: Iterator[dict[str, Any]]) -> int:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    n = 0
+    with path.open("w", encoding="utf-8") as f:
+        for rec in records:
+            f.write(json.dumps(rec, ensure_ascii=False) + "\n")
+            n += 1
+    return n
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--bench", type=Path, default=default_cache() / "benchmarks" / "mtrag")
@@ -97,29 +237,48 @@ def main() -> None:
     ap.add_argument("--accuracy", default="1,0.9,0.8")
     ap.add_argument("--candidates", type=int, default=5)
     ap.add_argument("--out", type=Path, default=Path("results/thread_judge.json"))
+    ap.add_argument("--export", type=Path, help="write the judge's prompts here and stop")
+    ap.add_argument("--export-oracle", type=Path,
+                    help="write the judgments the labels give here and stop")
+    ap.add_argument("--judgments", type=Path, help="replay with a judge's answers (JSONL)")
     args = ap.parse_args()
+    seeds = [int(s) for s in args.seeds.split(",")]
+    if args.export or args.export_oracle:
+        from benchmarks.data import load_benchmark
+
+        convs = [c for seed in seeds for c in build_conversations(interleave_benchmark(
+            load_benchmark(args.bench).conversations, threads=args.threads, block=(2, 4),
+            seed=seed))]
+        for path, make in ((args.export, judge_prompts), (args.export_oracle, oracle_judgments)):
+            if path:
+                print(f"{_write_jsonl(path, make(convs))} records -> {path}")
+        return
+    judgments = load_judgments(args.judgments) if args.judgments else None
     bench, emb, kb = load_with_kb(args.bench)
     ctx = BenchContext(kb=kb, embedder=emb)
-    seeds = [int(s) for s in args.seeds.split(",")]
     report: dict[str, Any] = {"threads": args.threads, "seeds": args.seeds,
                               "candidates": args.candidates}
-    runs: list[tuple[str, set[str], float | None]] = [("defaults", set(), None)]
-    runs += [(f"judge right {a:.0%} of the time", set(), a)
-             for a in (float(x) for x in args.accuracy.split(","))]
+    # a judge's patch, still to be given the counts it fills; None for the references
+    Judge = Callable[..., AbstractContextManager[None]]
+    runs: list[tuple[str, set[str], Judge | None]] = [("defaults", set(), None)]
+    for a in (float(x) for x in args.accuracy.split(",")):
+        runs.append((f"judge right {a:.0%} of the time", set(),
+                     partial(_judge, accuracy=a, candidates=args.candidates)))
+    if judgments is not None:
+        runs.append((f"judge from {args.judgments.name}", set(),
+                     partial(_judge_from_file, judgments=judgments)))
     runs.append(("thread oracle (a session per thread)", {"sessions"}, None))
-    for name, right, accuracy in runs:
+    for name, right, judge in runs:
         pooled: dict[str, list[float]] = defaultdict(list)
         counts: dict[str, int] = defaultdict(int)
-        patch = (None if accuracy is None
-                 else partial(_judge, accuracy=accuracy, candidates=args.candidates,
-                              counts=counts))
+        patch = partial(judge, counts=counts) if judge is not None else None
         for seed in seeds:
             for key, values in _replay(ctx, bench, args.threads, seed, Settings(), right,
                                        patch).items():
                 if key.startswith("MRR@10") or "T* right" in key:
                     pooled[key].extend(values)
         row: dict[str, Any] = {k: round(float(np.mean(v)), 4) for k, v in sorted(pooled.items())}
-        if accuracy is not None:
+        if judge is not None:
             asked = counts["hedged"] - counts["abstained"]
             row["turns judged"] = asked
             row["turns abstained (no candidate is the thread)"] = counts["abstained"]

@@ -751,6 +751,70 @@ def test_thread_judge_is_asked_only_where_the_engine_hedges_and_abstains_without
     assert judged(found, {3}, cfg, 0.5, 4, 0.49)[0][0] == 3  # type: ignore[index]
 
 
+def test_judge_prompts_show_the_earlier_turns_numbered_and_nothing_later() -> None:
+    from benchmarks.thread_judge import judge_prompts, oracle_judgments
+
+    convs = build_conversations(interleave_benchmark(
+        build_conversations(_many_conversations()), threads=3, block=(2, 3), seed=4))
+    prompts = list(judge_prompts(convs))
+    assert prompts == list(judge_prompts(convs))  # deterministic
+    assert len({p["id"] for p in prompts}) == len(prompts) == sum(len(c.turns) - 1 for c in convs)
+    for conv in convs:
+        for i in range(1, len(conv.turns)):
+            rec = next(p for p in prompts if p["id"] == f"{conv.conversation_id}#{i}")
+            text = rec["prompt"]
+            assert rec["turns"] == i and f"{i}. User: {conv.turns[i - 1].question}\n" in text
+            assert f"New question: {conv.turns[i].question}\n" in text
+            assert f"{i + 1}. User:" not in text
+            assert all(t.question not in text for t in conv.turns[i + 1:])  # causal
+            assert all(t.answer not in text for t in conv.turns[i:] if t.answer)
+    # the labels' answer: the thread's latest earlier turn (from 1), 0 on a thread's first
+    labels = {r["id"]: r["follows"] for r in oracle_judgments(convs)}
+    assert labels.keys() == {p["id"] for p in prompts}
+    for conv in convs:
+        threads = [t.task.tags["thread"] if t.task else "" for t in conv.turns]
+        for i in range(1, len(conv.turns)):
+            follows = labels[f"{conv.conversation_id}#{i}"]
+            kind = conv.turns[i].task.tags["kind"]  # type: ignore[union-attr]
+            assert (follows == 0) == (kind == "first")
+            if follows:
+                assert threads[follows - 1] == threads[i]
+                assert threads[i] not in threads[follows:i]
+
+
+def test_judgments_file_is_checked_line_by_line(tmp_path: Path) -> None:
+    from benchmarks.thread_judge import load_judgments
+
+    good = tmp_path / "good.jsonl"
+    good.write_text('{"id": "s#1", "follows": 1}\n\n{"id": "s#2", "follows": 0}\n')
+    assert load_judgments(good) == {"s#1": 1, "s#2": 0}
+    for line, message in [("not json", r":1: not JSON"),
+                          ('{"follows": 1}', r":1: expected \{"),
+                          ('["s#1", 1]', r":1: expected \{"),
+                          ('{"id": "s#1", "follows": -1}', r":1: follows must be"),
+                          ('{"id": "s#1", "follows": true}', r":1: follows must be"),
+                          ('{"id": "s#1", "follows": "2"}', r":1: follows must be")]:
+        bad = tmp_path / "bad.jsonl"
+        bad.write_text(line + "\n")
+        with pytest.raises(ValueError, match=message):
+            load_judgments(bad)
+    bad.write_text('{"id": "s#1", "follows": 1}\n{"id": "s#1", "follows": 2}\n')
+    with pytest.raises(ValueError, match=r":2: id 's#1' appears twice"):
+        load_judgments(bad)
+
+
+def test_a_judged_turn_makes_its_chain_t_star_only_where_the_engine_hedges() -> None:
+    from benchmarks.thread_judge import judged_by_turn
+
+    cfg = Settings().with_(hedge_margin=0.2, thread_variants=3)
+    found = [(7, 0.6), (3, 0.5), (9, 0.45), (4, 0.1)]
+    assert judged_by_turn([(7, 0.6), (3, 0.3)], 3, cfg) is None  # a clear choice
+    assert judged_by_turn(found, None, cfg) is None  # a new topic: the engine hedges
+    picked = judged_by_turn(found, 4, cfg)  # the judge may name a chain beyond the hedge
+    assert picked is not None and picked[0] == (4, 0.1)
+    assert all(rel < 0.1 - 0.2 for _, rel in picked[1:]) and {t for t, _ in picked} == {7, 3, 9, 4}
+
+
 def test_task_fold_leaves_one_domain_out_or_splits_by_conversation() -> None:
     from benchmarks.metrics import TaskScore
     from benchmarks.tune_dhrag import fold_of, task_fold
