@@ -20,13 +20,15 @@ answered by any LLM elsewhere; ``--judgments`` replays with its answers (one JSO
 line, ``{"id": ..., "follows": N}``: the earlier turn N the question follows up on, 0 for a new
 topic). On a turn where the engine would hedge, the chain holding turn N becomes T*; ``0`` or
 a missing id leaves the turn to the engine. ``--export-oracle`` writes the answers the labels
-give (the thread's latest earlier turn), to check the path end to end.
+give (the thread's latest earlier turn; ``--oracle-accuracy`` leaves only that share right),
+to check the path end to end and to see how right a judge must be.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import random
 import zlib
 from collections import defaultdict
 from collections.abc import Callable, Iterator, Sequence
@@ -82,15 +84,24 @@ def judge_prompts(conversations: Sequence[Conversation]) -> Iterator[dict[str, A
                    "prompt": _PROMPT.format(turns=earlier, question=conv.turns[i].question)}
 
 
-def oracle_judgments(conversations: Sequence[Conversation]) -> Iterator[dict[str, Any]]:
+def oracle_judgments(conversations: Sequence[Conversation],
+                     accuracy: float = 1.0) -> Iterator[dict[str, Any]]:
     """What a judge that read the labels would answer: the latest earlier turn of the same
-    thread (numbered from 1), 0 on a thread's first turn."""
+    thread (numbered from 1), 0 on a thread's first turn; with probability ``1 - accuracy``
+    (drawn from the id, so a file is deterministic) an earlier turn of another thread."""
     for conv in conversations:
+        threads = [t.task.tags.get("thread", "") if t.task is not None else ""
+                   for t in conv.turns]
         latest: dict[str, int] = {}
-        for i, turn in enumerate(conv.turns):
-            thread = turn.task.tags.get("thread", "") if turn.task is not None else ""
+        for i, thread in enumerate(threads):
             if i:
-                yield {"id": f"{conv.conversation_id}#{i}", "follows": latest.get(thread, 0)}
+                key = f"{conv.conversation_id}#{i}"
+                follows = latest.get(thread, 0)
+                draw = random.Random(zlib.crc32(key.encode()))
+                others = [j for j in range(1, i + 1) if threads[j - 1] != thread]
+                if others and draw.random() >= accuracy:
+                    follows = draw.choice(others)
+                yield {"id": key, "follows": follows}
             if thread:
                 latest[thread] = i + 1
 
@@ -240,6 +251,8 @@ def main() -> None:
     ap.add_argument("--export", type=Path, help="write the judge's prompts here and stop")
     ap.add_argument("--export-oracle", type=Path,
                     help="write the judgments the labels give here and stop")
+    ap.add_argument("--oracle-accuracy", type=float, default=1.0,
+                    help="share of --export-oracle's answers left right (others: a wrong turn)")
     ap.add_argument("--judgments", type=Path, help="replay with a judge's answers (JSONL)")
     args = ap.parse_args()
     seeds = [int(s) for s in args.seeds.split(",")]
@@ -249,9 +262,11 @@ def main() -> None:
         convs = [c for seed in seeds for c in build_conversations(interleave_benchmark(
             load_benchmark(args.bench).conversations, threads=args.threads, block=(2, 4),
             seed=seed))]
-        for path, make in ((args.export, judge_prompts), (args.export_oracle, oracle_judgments)):
-            if path:
-                print(f"{_write_jsonl(path, make(convs))} records -> {path}")
+        if args.export:
+            print(f"{_write_jsonl(args.export, judge_prompts(convs))} prompts -> {args.export}")
+        if args.export_oracle:
+            n = _write_jsonl(args.export_oracle, oracle_judgments(convs, args.oracle_accuracy))
+            print(f"{n} judgments -> {args.export_oracle}")
         return
     judgments = load_judgments(args.judgments) if args.judgments else None
     bench, emb, kb = load_with_kb(args.bench)

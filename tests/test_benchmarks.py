@@ -780,6 +780,17 @@ def test_judge_prompts_show_the_earlier_turns_numbered_and_nothing_later() -> No
             if follows:
                 assert threads[follows - 1] == threads[i]
                 assert threads[i] not in threads[follows:i]
+    # a judge wrong everywhere it can be names another thread's turn; deterministic per id
+    wrong = list(oracle_judgments(convs, accuracy=0.0))
+    assert wrong == list(oracle_judgments(convs, accuracy=0.0))
+    for conv in convs:
+        threads = [t.task.tags["thread"] if t.task else "" for t in conv.turns]
+        for i in range(1, len(conv.turns)):
+            follows = next(r["follows"] for r in wrong if r["id"] == f"{conv.conversation_id}#{i}")
+            if set(threads[:i]) - {threads[i]}:
+                assert 1 <= follows <= i and threads[follows - 1] != threads[i]
+    half = [r["follows"] for r in oracle_judgments(convs, accuracy=0.5)]
+    assert 0 < sum(a != b for a, b in zip(half, labels.values(), strict=True)) < len(half)
 
 
 def test_judgments_file_is_checked_line_by_line(tmp_path: Path) -> None:
