@@ -40,7 +40,7 @@ from typing import Any
 import numpy as np
 
 from benchmarks.__main__ import default_cache
-from benchmarks.data import Conversation, build_conversations
+from benchmarks.data import Conversation, build_conversations, load_benchmark
 from benchmarks.interleave import interleave_benchmark
 from benchmarks.mtrag_kb import load_with_kb
 from benchmarks.systems import BenchContext
@@ -55,6 +55,8 @@ __all__ = ["judge_prompts", "judged", "judged_by_turn", "load_judgments", "main"
 
 _NOT_CHOSEN = -9.0  # a relevance no hedge margin keeps
 _ANSWER_WORDS = 40
+
+Found = list[tuple[int, float]]  # threads with their relevance, T* first
 
 _PROMPT = """Below are the earlier turns of a conversation, numbered, and the user's new \
 question. The conversation may switch between several topics and come back to one.
@@ -134,17 +136,17 @@ def load_judgments(path: Path) -> dict[str, int]:
     return found
 
 
-def _first(found: list[tuple[int, float]], pick: tuple[int, float]) -> list[tuple[int, float]]:
+def _first(found: Found, pick: tuple[int, float]) -> Found:
     """``pick`` as T*, the other threads out of the hedge's reach."""
     return [pick] + [(t, _NOT_CHOSEN) for t, _ in found if t != pick[0]]
 
 
-def _hedges(found: list[tuple[int, float]], settings: Settings) -> bool:
+def _hedges(found: Found, settings: Settings) -> bool:
     return len(hedged_threads(found, settings.thread_variants, settings.hedge_margin)) > 1
 
 
-def judged(found: list[tuple[int, float]], right: set[int], settings: Settings,
-           accuracy: float, candidates: int, draw: float) -> list[tuple[int, float]] | None:
+def judged(found: Found, right: set[int], settings: Settings,
+           accuracy: float, candidates: int, draw: float) -> Found | None:
     """The threads after the judge (its pick first, the others out of the hedge's reach), or
     ``None`` where it is not asked (the engine would not hedge) or abstains (no candidate is
     in ``right``). ``draw`` in [0, 1) decides whether it names the right chain."""
@@ -163,8 +165,8 @@ def judged(found: list[tuple[int, float]], right: set[int], settings: Settings,
     return _first(found, pick)
 
 
-def judged_by_turn(found: list[tuple[int, float]], chain: int | None,
-                   settings: Settings) -> list[tuple[int, float]] | None:
+def judged_by_turn(found: Found, chain: int | None,
+                   settings: Settings) -> Found | None:
     """The threads after a judge that named an earlier turn, held by ``chain``: that chain
     first, or ``None`` where the engine would not hedge or the named turn is in no chain."""
     if not _hedges(found, settings):
@@ -173,52 +175,24 @@ def judged_by_turn(found: list[tuple[int, float]], chain: int | None,
     return None if pick is None else _first(found, pick)
 
 
+Choose = Callable[[SessionState, Vector, Found, set[int], Settings], Found | None]
+
+
 @contextmanager
-def _judge(truth: _Truth, accuracy: float, candidates: int,
-           counts: dict[str, int]) -> Iterator[None]:
-    """While open, ``Selector.threads`` follows the simulated judge."""
+def _following(truth: _Truth, counts: dict[str, int], choose: Choose) -> Iterator[None]:
+    """While open, ``Selector.threads`` returns what ``choose`` makes of the engine's order
+    (given the chains that are mostly the question's thread), the engine's own where it
+    returns ``None``; ``counts`` tallies each turn once (the engine asks more than once)."""
     original = Selector.threads
     seen: set[tuple[int, bytes, int]] = set()
 
     def threads(self: Selector, s: SessionState, qv: Vector) -> Threads:
         found, matches = original(self, s, qv)
         right = {t for t, _ in found if truth.majority(s, t) == truth.current}
-        draw = (zlib.crc32(qv.tobytes()) % 100_000) / 100_000
-        after = judged(found, right, self.settings, accuracy, candidates, draw)
+        after = choose(s, qv, found, right, self.settings)
         key = (id(s), qv.tobytes(), s.version)
         if key not in seen and len(found) > 1:
             seen.add(key)
-            cfg = self.settings
-            asked = len(hedged_threads(found, cfg.thread_variants, cfg.hedge_margin)) > 1
-            counts["hedged"] += asked
-            counts["abstained"] += asked and after is None
-            counts["rule right"] += after is not None and found[0][0] in right
-            counts["judge right"] += after is not None and after[0][0] in right
-        return (after if after is not None else found), matches
-
-    with swapped(Selector, "threads", threads):
-        yield
-
-
-@contextmanager
-def _judge_from_file(truth: _Truth, judgments: dict[str, int],
-                     counts: dict[str, int]) -> Iterator[None]:
-    """While open, ``Selector.threads`` follows the judgments read from a file."""
-    original = Selector.threads
-    seen: set[tuple[int, bytes, int]] = set()
-
-    def threads(self: Selector, s: SessionState, qv: Vector) -> Threads:
-        found, matches = original(self, s, qv)
-        follows = judgments.get(truth.key, 0)
-        if follows > len(truth.order):
-            raise ValueError(f"judgment for {truth.key} names turn {follows}, but only "
-                             f"{len(truth.order)} turns came before it")
-        chain = s.tree.chain_of(truth.order[follows - 1]) if follows else None
-        after = judged_by_turn(found, chain, self.settings)
-        key = (id(s), qv.tobytes(), s.version)
-        if key not in seen and len(found) > 1:
-            seen.add(key)
-            right = {t for t, _ in found if truth.majority(s, t) == truth.current}
             asked = _hedges(found, self.settings)
             counts["hedged"] += asked
             counts["abstained"] += asked and after is None
@@ -228,6 +202,34 @@ def _judge_from_file(truth: _Truth, judgments: dict[str, int],
 
     with swapped(Selector, "threads", threads):
         yield
+
+
+def _judge(truth: _Truth, accuracy: float, candidates: int,
+           counts: dict[str, int]) -> AbstractContextManager[None]:
+    """While open, ``Selector.threads`` follows the simulated judge."""
+
+    def choose(s: SessionState, qv: Vector, found: Found, right: set[int],
+               settings: Settings) -> Found | None:
+        draw = (zlib.crc32(qv.tobytes()) % 100_000) / 100_000
+        return judged(found, right, settings, accuracy, candidates, draw)
+
+    return _following(truth, counts, choose)
+
+
+def _judge_from_file(truth: _Truth, judgments: dict[str, int],
+                     counts: dict[str, int]) -> AbstractContextManager[None]:
+    """While open, ``Selector.threads`` follows the judgments read from a file."""
+
+    def choose(s: SessionState, qv: Vector, found: Found, right: set[int],
+               settings: Settings) -> Found | None:
+        follows = judgments.get(truth.key, 0)
+        if follows > len(truth.order):
+            raise ValueError(f"judgment for {truth.key} names turn {follows}, but only "
+                             f"{len(truth.order)} turns came before it")
+        chain = s.tree.chain_of(truth.order[follows - 1]) if follows else None
+        return judged_by_turn(found, chain, settings)
+
+    return _following(truth, counts, choose)
 
 
 def _write_jsonl(path: Path, records: Iterator[dict[str, Any]]) -> int:
@@ -257,8 +259,6 @@ def main() -> None:
     args = ap.parse_args()
     seeds = [int(s) for s in args.seeds.split(",")]
     if args.export or args.export_oracle:
-        from benchmarks.data import load_benchmark
-
         convs = [c for seed in seeds for c in build_conversations(interleave_benchmark(
             load_benchmark(args.bench).conversations, threads=args.threads, block=(2, 4),
             seed=seed))]
