@@ -120,12 +120,19 @@ class Benchmark:
 
 def read_jsonl(path: str | os.PathLike[str]) -> Iterator[dict[str, Any]]:
     """Yield the JSON object of each non-blank line of ``path``."""
+    for _, row in numbered_jsonl(path):
+        yield row
+
+
+def numbered_jsonl(path: str | os.PathLike[str]) -> Iterator[tuple[int, Any]]:
+    """Yield ``(line number, JSON value)`` for each non-blank line of ``path``, so a caller
+    checking the values can say where a bad one is."""
     with open(path, encoding="utf-8") as f:
         for lineno, line in enumerate(f, 1):
             if not line.strip():
                 continue
             try:
-                yield json.loads(line)
+                yield lineno, json.loads(line)
             except json.JSONDecodeError as exc:
                 raise ValueError(f"{path}:{lineno}: invalid JSON ({exc.msg})") from exc
 

@@ -40,7 +40,13 @@ from typing import Any
 import numpy as np
 
 from benchmarks.__main__ import default_cache
-from benchmarks.data import Conversation, build_conversations, load_benchmark
+from benchmarks.data import (
+    Conversation,
+    build_conversations,
+    load_benchmark,
+    numbered_jsonl,
+    write_jsonl,
+)
 from benchmarks.interleave import interleave_benchmark
 from benchmarks.mtrag_kb import load_with_kb
 from benchmarks.systems import BenchContext
@@ -116,16 +122,10 @@ def load_judgments(path: Path) -> dict[str, int]:
             non-negative integer ``follows`` (the line number says where), or a repeated id.
     """
     found: dict[str, int] = {}
-    for n, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
-        if not line.strip():
-            continue
-        try:
-            rec = json.loads(line)
-        except json.JSONDecodeError as e:
-            raise ValueError(f"{path}:{n}: not JSON ({e.msg})") from None
+    for n, rec in numbered_jsonl(path):
         if not isinstance(rec, dict) or not isinstance(rec.get("id"), str):
             raise ValueError(f'{path}:{n}: expected {{"id": "<session>#<position>", '
-                             f'"follows": N}}, got {line.strip()[:80]!r}')
+                             f'"follows": N}}, got {json.dumps(rec)[:80]}')
         follows = rec.get("follows")
         if isinstance(follows, bool) or not isinstance(follows, int) or follows < 0:
             raise ValueError(f"{path}:{n}: follows must be an earlier turn's number (>= 1) or 0, "
@@ -232,16 +232,6 @@ def _judge_from_file(truth: _Truth, judgments: dict[str, int],
     return _following(truth, counts, choose)
 
 
-def _write_jsonl(path: Path, records: Iterator[dict[str, Any]]) -> int:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    n = 0
-    with path.open("w", encoding="utf-8") as f:
-        for rec in records:
-            f.write(json.dumps(rec, ensure_ascii=False) + "\n")
-            n += 1
-    return n
-
-
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--bench", type=Path, default=default_cache() / "benchmarks" / "mtrag")
@@ -263,9 +253,9 @@ def main() -> None:
             load_benchmark(args.bench).conversations, threads=args.threads, block=(2, 4),
             seed=seed))]
         if args.export:
-            print(f"{_write_jsonl(args.export, judge_prompts(convs))} prompts -> {args.export}")
+            print(f"{write_jsonl(judge_prompts(convs), args.export)} prompts -> {args.export}")
         if args.export_oracle:
-            n = _write_jsonl(args.export_oracle, oracle_judgments(convs, args.oracle_accuracy))
+            n = write_jsonl(oracle_judgments(convs, args.oracle_accuracy), args.export_oracle)
             print(f"{n} judgments -> {args.export_oracle}")
         return
     judgments = load_judgments(args.judgments) if args.judgments else None

@@ -799,7 +799,7 @@ def test_judgments_file_is_checked_line_by_line(tmp_path: Path) -> None:
     good = tmp_path / "good.jsonl"
     good.write_text('{"id": "s#1", "follows": 1}\n\n{"id": "s#2", "follows": 0}\n')
     assert load_judgments(good) == {"s#1": 1, "s#2": 0}
-    for line, message in [("not json", r":1: not JSON"),
+    for line, message in [("not json", r":1: invalid JSON"),
                           ('{"follows": 1}', r":1: expected \{"),
                           ('["s#1", 1]', r":1: expected \{"),
                           ('{"id": "s#1", "follows": -1}', r":1: follows must be"),
