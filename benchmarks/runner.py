@@ -14,19 +14,20 @@ import resource
 import time
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import faiss
 import numpy as np
 
 from benchmarks.data import Benchmark, Conversation, build_conversations, load_benchmark
+from benchmarks.embedders import ShiftedEmbedder, bench_embedder, shift
 from benchmarks.interleave import interleave_benchmark
 from benchmarks.kbcache import kb_vectors
 from benchmarks.metrics import TaskScore
 from benchmarks.replay import TurnRun, history_coverage, replay, score_runs
 from benchmarks.systems import REGISTRY, BenchContext, build_systems, resolve_names
-from dhrag_core import Embedder, FaissKnowledgeBase, MiniLMEmbedder
+from dhrag_core import Embedder, FaissKnowledgeBase
 
 __all__ = [
     "QUICK_SYSTEMS",
@@ -61,7 +62,10 @@ class RunConfig:
         quick_domain: Domain of the quick subset (default: the first domain by name).
         quick_conversations: Conversations in the quick subset.
         quick_negatives: Random extra KB passages in the quick subset.
-        model_name: Names the embedder in the cache key.
+        model_name: Names the embedder in the cache key (set from ``embedder`` when the run
+            builds its own).
+        embedder: The benchmark's embedder by name (``benchmarks.embedders.EMBEDDERS``).
+        shift: Cosines moved to ``shift + (1 - shift) * cos`` (``ShiftedEmbedder``); 0: none.
         query_threads: Torch and FAISS threads while replaying: one query at a time gains
             little from more, and on a shared 2-core machine 2 threads give 0.5 s stalls.
         show_progress: Show progress bars.
@@ -82,6 +86,8 @@ class RunConfig:
     quick_conversations: int = 3
     quick_negatives: int = 3000
     model_name: str = "all-MiniLM-L6-v2"
+    embedder: str = "minilm"
+    shift: float = 0.0
     query_threads: int = 1
     show_progress: bool = True
     interleave: int = 0
@@ -155,8 +161,11 @@ def interleaved(bench: Benchmark, threads: int, seeds: Sequence[int],
 
 
 def _context(bench: Benchmark, config: RunConfig, embedder: Embedder) -> BenchContext:
-    vectors = kb_vectors(bench.kb, embedder, config.model_name, cache_dir=config.cache_dir,
+    base = embedder.base if isinstance(embedder, ShiftedEmbedder) else embedder
+    vectors = kb_vectors(bench.kb, base, config.model_name, cache_dir=config.cache_dir,
                          seed=config.seed_npz, show_progress=config.show_progress)
+    if isinstance(embedder, ShiftedEmbedder):
+        vectors = shift(vectors, embedder.a)
     kb = FaissKnowledgeBase(bench.kb, embedder, vectors=vectors)
     references = {(t.conversation_id, t.turn): t.rewrite for t in bench.tasks
                   if t.rewrite is not None}
@@ -233,7 +242,12 @@ def run_benchmark(config: RunConfig, embedder: Embedder | None = None,
     if config.interleave:
         data = interleaved(data, config.interleave, config.seeds, config.block)
     timings["load_s"] = time.perf_counter() - t0
-    emb = embedder if embedder is not None else MiniLMEmbedder()
+    if embedder is None:
+        embedder, model_name = bench_embedder(config.embedder, config.cache_dir)
+        config = replace(config, model_name=model_name)
+        if config.shift:
+            embedder = ShiftedEmbedder(embedder, config.shift)
+    emb = embedder
     t0 = time.perf_counter()
     emb.encode(["warm-up"])  # load the model before anything is timed
     timings["model_s"] = time.perf_counter() - t0

@@ -23,7 +23,15 @@ import numpy as np
 
 from benchmarks.replay import System
 from benchmarks.sparse import BM25Index
-from dhrag_core import Embedder, FaissKnowledgeBase, Passage, Settings, l2_normalise
+from dhrag_core import (
+    Calibration,
+    Embedder,
+    FaissKnowledgeBase,
+    Passage,
+    Settings,
+    calibrate,
+    l2_normalise,
+)
 from dhrag_core.algorithm.lexical import word_overlap
 from dhrag_core.records import Vector
 
@@ -58,6 +66,9 @@ INTERPOLATION_GRID = ((0.2, 0.3, 0.5), (0.0, 0.2, 0.3))
 """Weights tried for the previous and the first question (tuned on the benchmark's data)."""
 ANSWER_GRID = ((0.2, 0.3), (0.0, 0.2), (0.2, 0.3, 0.5))
 """Weights tried for the previous question, the first question and the previous answer."""
+LENGTH_GRID = (0.02, 0.05, 0.1)
+"""Weights of the length-only prior (``last-turn-length-*``), in calibrated similarity per
+doubling of a candidate's length."""
 BM25_SYSTEMS = ("last-turn", "all-questions", "last-1-q", "last-1-qa")
 """Text baselines also run with BM25."""
 
@@ -134,28 +145,45 @@ class DenseSystem(MemorySystem):
 
     def __init__(self, name: str, kb: FaissKnowledgeBase, build: VectorBuilder, *,
                  reference: bool = False, lexical_weight: float = 0.0,
-                 words: TextBuilder | None = None) -> None:
+                 words: TextBuilder | None = None, length_weight: float = 0.0) -> None:
         super().__init__(name, reference=reference)
         self.kb = kb
         self.encoder = QueryEncoder(kb.embedder)
         self._build = build
         self.lexical_weight = lexical_weight
+        self.length_weight = length_weight
         self._words = words
         self._pool = Settings().kb_k
+        self._calibration: Calibration | None = None
 
     def retrieve(self, question: str, k: int) -> list[Passage]:
         """The top ``k``; with ``lexical_weight``, dhrag's lexical term given to the baseline:
-        its ``kb_k`` candidates re-ranked by cosine + weight x ``word_overlap`` with the
-        question (or the text ``words`` builds)."""
+        its ``kb_k`` candidates re-ranked by similarity (calibrated as dhrag's) + weight x
+        ``word_overlap`` with the question (or the text ``words`` builds); with
+        ``length_weight``, + that weight x ``log2`` of each candidate's length over their
+        median length (a prior on length alone)."""
         query = self._build(self.memory, question, self.encoder)
-        if not self.lexical_weight:
+        if not self.lexical_weight and not self.length_weight:
             return self.kb.search_vectors(query[None, :], k)[0]
         found = self.kb.search_vectors(query[None, :], max(k, self._pool))[0]
-        text = self._words(self.memory, question) if self._words is not None else question
-        scores = np.array([p.score or 0.0 for p in found]) + self.lexical_weight * word_overlap(
-            text, [p.text for p in found])
+        if self._calibration is None:
+            self._calibration = calibrate(self.kb.embedder)
+        scores = self._calibration.similarity(np.array([p.score or 0.0 for p in found]))
+        if self.lexical_weight:
+            text = self._words(self.memory, question) if self._words is not None else question
+            scores = scores + self.lexical_weight * word_overlap(
+                text, [p.text for p in found], Settings().lexical_length_norm)
+        if self.length_weight:
+            scores = scores + self.length_weight * length_prior([p.text for p in found])
         order = np.argsort(-scores, kind="stable")[:k]
         return [replace(found[i], score=float(scores[i])) for i in order]
+
+
+def length_prior(texts: Sequence[str]) -> np.ndarray:
+    """``log2`` of each text's length in words over the median length of ``texts``."""
+    lengths = np.array([max(len(t.split()), 1) for t in texts], dtype=np.float64)
+    out: np.ndarray = np.log2(lengths / np.median(lengths))
+    return out
 
 
 class SparseSystem(MemorySystem):
@@ -255,13 +283,17 @@ def answer_interpolation(w_prev: float, w_first: float, w_answer: float) -> Vect
 
 
 def clarity_gated(kb: FaissKnowledgeBase, build: VectorBuilder, threshold: float) -> VectorBuilder:
-    """``build``, except that a question whose own best passage has a cosine of at least
-    ``threshold`` is searched as is: dhrag's clarity gate (``Settings.clarity_threshold``)
+    """``build``, except that a question whose own best passage has a similarity of at least
+    ``threshold`` (calibrated as dhrag calibrates it: ``Calibration.similarity``) is searched
+    as is: dhrag's clarity gate (``Settings.clarity_threshold``)
     given to a baseline, so that the gate's gain is not credited to the history organisation."""
+    calibration = calibrate(kb.embedder)
+
     def gated(memory: Memory, question: str, enc: QueryEncoder) -> Vector:
         own = enc(question)
         best = kb.search_vectors(own[None, :], 1)[0]
-        if best and best[0].vector is not None and float(best[0].vector @ own) >= threshold:
+        if best and best[0].vector is not None and float(
+                calibration.similarity(float(best[0].vector @ own))) >= threshold:
             return own
         return build(memory, question, enc)
     return gated
@@ -386,6 +418,13 @@ def _register_baselines() -> None:
             lambda ctx: DenseSystem("last-turn-lex", ctx.kb, embedded(last_n_text(0, False)),
                                     lexical_weight=lexical),
             description="the current question alone, re-ranked with dhrag's lexical term")
+    for w in LENGTH_GRID:
+        register_system(
+            f"last-turn-length-{w:g}",
+            lambda ctx, w=w: DenseSystem(f"last-turn-length-{w:g}", ctx.kb,
+                                         embedded(last_n_text(0, False)), length_weight=w),
+            description=f"the current question alone, its candidates re-ranked with {w:g} x "
+                        "log2(length / median length): a prior on passage length alone")
     for w_prev in INTERPOLATION_GRID[0]:
         for w_first in INTERPOLATION_GRID[1]:
             name = f"interp-{w_prev:g}-{w_first:g}"

@@ -32,12 +32,13 @@ import numpy as np
 from benchmarks.__main__ import default_cache, default_data
 from benchmarks.data import Benchmark, load_benchmark
 from benchmarks.dhrag_systems import DHRAGSystem, memo_for
+from benchmarks.embedders import EMBEDDERS, ShiftedEmbedder, bench_embedder, shift
 from benchmarks.interleave import interleave_benchmark
 from benchmarks.kbcache import kb_vectors
 from benchmarks.metrics import TaskScore
 from benchmarks.replay import replay, score_runs
 from benchmarks.systems import BenchContext
-from dhrag_core import FaissKnowledgeBase, MiniLMEmbedder, Settings
+from dhrag_core import FaissKnowledgeBase, Settings
 
 __all__ = ["cross_validate", "fold_of", "interleaved_sets", "task_fold"]
 
@@ -113,6 +114,12 @@ def main() -> None:
     ap.add_argument("--folds", type=int, default=5)
     ap.add_argument("--by-domain", action="store_true",
                     help="folds are the data's domains (leave one domain out), not conversations")
+    ap.add_argument("--embedder", choices=EMBEDDERS, default="minilm")
+    ap.add_argument("--seed-npz", type=Path, default=None,
+                    help="KB vectors to seed the cache from (default: MiniLM's in the data)")
+    ap.add_argument("--shift", type=float, default=0.0, metavar="A",
+                    help="an embedder whose cosines are A + (1 - A) * MiniLM's "
+                         "(benchmarks.embedders.ShiftedEmbedder); 0: MiniLM itself")
     ap.add_argument("--out", type=Path, default=Path("results/tune.json"))
     args = ap.parse_args()
     logging.basicConfig(level=logging.WARNING)
@@ -121,9 +128,13 @@ def main() -> None:
     torch.set_num_threads(1)
     faiss.omp_set_num_threads(1)
     bench = load_benchmark(args.bench)
-    emb = MiniLMEmbedder()
-    vectors = kb_vectors(bench.kb, emb, "all-MiniLM-L6-v2", cache_dir=default_cache(),
-                         seed=default_data() / "kb_minilm.npz", show_progress=False)
+    emb, model = bench_embedder(args.embedder, default_cache())
+    seed = args.seed_npz or (default_data() / "kb_minilm.npz" if args.embedder == "minilm"
+                             else None)
+    vectors = kb_vectors(bench.kb, emb, model, cache_dir=default_cache(), seed=seed,
+                         show_progress=False)
+    if args.shift:
+        emb, vectors = ShiftedEmbedder(emb, args.shift), shift(vectors, args.shift)
     kb = FaissKnowledgeBase(bench.kb, memo_for(emb), vectors=vectors)
     if args.text:
         from benchmarks.text_path import TextOnlyKB
@@ -171,7 +182,8 @@ def main() -> None:
         rows.append(row)
         print(json.dumps(row), flush=True)
     best = max(rows, key=lambda r: float(r["pooled"]))  # type: ignore[arg-type]
-    summary = {"rows": rows, "best": best["setting"], "best_pooled": best["pooled"],
+    summary = {"embedder": args.embedder, "shift": args.shift, "rows": rows,
+               "best": best["setting"], "best_pooled": best["pooled"],
                "cross_validated_pooled": round(cross_validate(pooled, folds), 4),
                "folds": domains or folds}
     print(json.dumps({k: v for k, v in summary.items() if k != "rows"}))

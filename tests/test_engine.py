@@ -210,10 +210,12 @@ def test_text_path_searches_the_rewrite_and_ranks_by_the_expanded_vector(
     rag.record("u", s1.query, "Stone, brick and earth.", selection=s1)
     s2 = rag.select("u", "How long is it?")
     assert s2.rewritten_query != s2.query and calls[-1] == (s2.rewritten_query, 5)
-    base = emb.encode([s2.rewritten_query if rewrite_vector else s2.query])[0]
+    base = rag.history.calibrate(emb.encode([s2.rewritten_query if rewrite_vector
+                                             else s2.query])[0])
     cfg = rag.settings
-    expected = expand_vector(base, s2.history, cfg.expansion, lambda t: topic_vector(
-        t, cfg.topic_answer_weight, cfg.topic_passage_weight))
+    expected = rag.history.calibration.invert(expand_vector(
+        base, s2.history, cfg.expansion,
+        lambda t: topic_vector(t, cfg.topic_answer_weight, cfg.topic_passage_weight)))
     np.testing.assert_allclose(s2.search_vector, expected, atol=1e-6)
     kb_items = [c for c in s2.context if c.source == "kb"]
     sims = [c.similarity for c in kb_items]
@@ -506,7 +508,8 @@ def test_the_clarity_gate_ranks_a_clear_query_by_itself_and_expands_the_others()
     qv = emb.encode([clear])[0]
     assert kb.rows == [1], "no further search: the expanded query's candidates"
     assert sel.clarity == pytest.approx(1.0, abs=1e-5) and sel.gated
-    assert len(sel.search_vectors) == 1 and np.allclose(sel.search_vector, qv)
+    assert len(sel.search_vectors) == 1
+    assert np.allclose(sel.search_vector, qv)
     raw = FaissKnowledgeBase(KB, emb).search_vectors(qv[None, :], 10)[0]
     assert [c.passage.id for c in sel.context] == [p.id for p in raw]
     assert sel.history, "the history is still selected; it only does not move the search"
@@ -622,6 +625,37 @@ def test_word_overlap_weighs_the_words_that_tell_candidates_apart() -> None:
     assert 0 < got[1] == got[2] < 1 / 3
     assert not word_overlap("What is it?", texts).any()  # no content word: no evidence
     assert word_overlap("tower", []).shape == (0,)
+
+
+def test_length_norm_takes_away_what_length_alone_earns() -> None:
+    short = "The tower height was calculated in 1889."
+    long = short + " " + " ".join(f"filler{i}" for i in range(60))
+    texts = [short, long, "The bridge is in Paris."]
+    plain = word_overlap("How was the tower height calculated?", texts)
+    assert plain[0] == plain[1]  # the same words held, whatever the length
+    normed = word_overlap("How was the tower height calculated?", texts, 0.75)
+    assert normed[0] > plain[0] and normed[1] < plain[1]
+    assert np.array_equal(word_overlap("tower", texts, 0.0), word_overlap("tower", texts))
+    with pytest.raises(ValueError, match="length_norm"):
+        word_overlap("tower", texts, 1.5)
+
+
+@pytest.mark.parametrize("norm", [0.0, 1.0])
+def test_lexical_length_norm_reaches_the_ranking(norm: float) -> None:
+    emb = HashingEmbedder()
+    words = "guinea pig diet hay vitamin"
+    long = Passage(words + " " + " ".join(f"word{i}" for i in range(200)), id="long")
+    short = Passage(words + " grass", id="short")
+    rag = DHRAG(FaissKnowledgeBase([long, short], emb), embedder=emb,
+                settings=Settings(lexical_weight=5.0, lexical_length_norm=norm))
+    sel = rag.select("u", "what guinea pig diet hay vitamin is best")
+    lexical = {c.passage.id: c.score for c in sel.context}
+    gap = lexical["short"] - lexical["long"]
+    plain = DHRAG(FaissKnowledgeBase([long, short], emb), embedder=emb,
+                  settings=Settings(lexical_weight=5.0)).select(
+        "u", "what guinea pig diet hay vitamin is best").context
+    base_gap = {c.passage.id: c.score for c in plain}
+    assert (gap > base_gap["short"] - base_gap["long"] + 1.0) is bool(norm)
 
 
 def test_held_words_finds_what_tokenising_finds() -> None:

@@ -15,6 +15,7 @@ from dhrag_core import (
     Settings,
     SQLiteStore,
     Turn,
+    calibrate,
 )
 from dhrag_core.algorithm import scoring
 from dhrag_core.embedding import tokens
@@ -56,8 +57,8 @@ def test_weight_follows_equation_13(embedder: HashingEmbedder, clock: FakeClock)
     hit = next(h for h in db.search("s", "guinea pig hay", k=2) if h.turn.index == 0)
     # turn 0 is 2 turns (next index 2) and 100 s old: recency = 0.5 * 0.5
     assert hit.recency == pytest.approx(0.25)
-    assert hit.relevance == pytest.approx(1.0, abs=1e-5)
-    assert hit.weight == pytest.approx(0.3 * 1.0 + 0.7 * 0.25, abs=1e-5)
+    assert hit.relevance == pytest.approx(1.0, abs=3e-3)  # the stored copy is int8-coded
+    assert hit.weight == pytest.approx(0.3 * hit.relevance + 0.7 * 0.25, abs=1e-5)
 
 
 def test_capacity_bound_evicts_lowest_weight(embedder: HashingEmbedder, clock: FakeClock) -> None:
@@ -114,12 +115,14 @@ def test_passage_vectors_are_not_reencoded(clock: FakeClock) -> None:
             return super().encode(texts)
 
     e = Counting()
-    db = HistoryDatabase(embedder=e, clock=clock)
+    cal = calibrate(HashingEmbedder())
+    db = HistoryDatabase(embedder=e, clock=clock, calibration=cal)
     v = HashingEmbedder().encode(["precomputed passage"])[0]
     db.add("s", "question", [Passage("precomputed passage", vector=v), "fresh passage"], "ans")
     assert seen == ["question", "ans", "fresh passage"]
     stored = db.turns("s")[0]
-    np.testing.assert_allclose(stored.passage_vectors[0], v, atol=3e-3)  # stored as int8
+    # stored centred, as int8
+    np.testing.assert_allclose(stored.passage_vectors[0], cal.apply(v), atol=3e-3)
     # one compact copy: int8-coded rows on the turn, no vector left on its passages
     assert stored.passage_vectors.dtype == np.float32 and isinstance(stored.vectors, bytes)
     assert all(p.vector is None for p in stored.passages)
@@ -430,7 +433,7 @@ def test_answer_vector_is_derived_from_the_passages_it_shares_words_with() -> No
     words = set(tokens(answer))
     shares = np.array([len(words & set(tokens(p))) / len(words) for p in passages])
     assert shares[1] == 0 and shares[0] > shares[2] > 0
-    expected = (shares**2) @ turn.passage_vectors
+    expected = (shares**2) @ db.calibrate(emb.inner.encode(passages))  # centred, float32
     expected /= np.linalg.norm(expected)
     assert turn.response_vector is not None
     # derived from the passages' float32 vectors; the turn keeps them int8-coded
@@ -450,7 +453,8 @@ def test_answer_vector_is_encoded_when_it_cannot_or_must_not_be_derived(
     turn = db.add("s", "Who built the mosque?", passages, answer).turn
     assert answer in emb.texts
     assert turn.response_vector is not None
-    np.testing.assert_allclose(turn.response_vector, emb.inner.encode([answer])[0], atol=3e-3)
+    np.testing.assert_allclose(turn.response_vector,
+                               db.calibrate(emb.inner.encode([answer])[0]), atol=3e-3)
 
 
 def test_answer_vector_setting_is_checked() -> None:
@@ -535,7 +539,7 @@ def test_large_session_evicts_what_weighing_every_turn_evicts(
              passage_vectors=np.zeros((0, 16), dtype=np.float16))
         for i in range(n)])
     now = iter(range(n, 2 * n))
-    s = Settings(capacity=n, half_life_turns=half_life, merge_threshold=1.0)
+    s = Settings(capacity=n, half_life_turns=half_life, merge_threshold=1.0, calibrate=False)
     db = HistoryDatabase(embedder=_GivenVectors(), store=store, settings=s,
                          clock=lambda: float(next(now)))
     for qv in unit(25):

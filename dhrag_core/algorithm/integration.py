@@ -65,6 +65,7 @@ def integrate(
     answer_bonus: float = 0.0,
     weighted: bool = True,
     lexical: np.ndarray | None = None,
+    unrelated: float = 0.0,
 ) -> list[ContextItem]:
     """The ``k`` best candidates as context items, de-duplicated by passage id (or text).
 
@@ -72,17 +73,22 @@ def integrate(
     match among them. ``lexical`` adds a term per candidate (the question's words it holds,
     already weighted; ``lexical.word_overlap``). With ``weighted=False`` (the no-integration
     ablation) candidates are ranked by plain cosine similarity (plus ``lexical``), with no
-    ``W`` and no history term.
+    ``W`` and no history term. ``unrelated`` is the embedder's cosine of unrelated texts
+    (``Calibration.unrelated``): similarities are rescaled to ``(cos - unrelated) /
+    (1 - unrelated)``, so that the other terms weigh the same for any embedder.
     """
     if not candidates:
         return []
     d = np.stack([c.vector for c in candidates]).astype(np.float32)
     queries = np.atleast_2d(query)
-    sims = (d @ queries.T).max(axis=1)
+    if not 0.0 <= unrelated < 1.0:
+        raise ValueError(f"unrelated must be in [0, 1), got {unrelated!r}")
+    sims = ((d @ queries.T).max(axis=1) - unrelated) / (1.0 - unrelated)
     if matrix is None or not weighted:
         bilinear = sims
     else:
-        bilinear = (d @ (queries @ matrix).astype(np.float32).T).max(axis=1)
+        bilinear = ((d @ (queries @ matrix).astype(np.float32).T).max(axis=1)
+                    - unrelated) / (1.0 - unrelated)
     hist = np.array([c.selected.weight if c.selected is not None else 0.0 for c in candidates])
     extra = history_bonus * hist
     if answer_bonus:

@@ -43,10 +43,17 @@ def _held(forms: dict[str, tuple[str, ...]], text: str) -> frozenset[str]:
                      if fs and fs[0] in low and any(_holds(low, f) for f in fs))
 
 
-def word_overlap(query: str, texts: Sequence[str]) -> np.ndarray:
+def word_overlap(query: str, texts: Sequence[str], length_norm: float = 0.0) -> np.ndarray:
     """For each text, the share of the query's content words it contains, each word weighted
     by its IDF among the distinct ``texts`` (``ln((n + 1) / (df + 1)) + 1``); zeros when the
-    query has no content word."""
+    query has no content word.
+
+    A longer text holds more words by chance: with ``length_norm`` ``b`` in [0, 1] each share
+    is divided by ``1 - b + b * len / mean len`` (BM25's length normalisation, lengths in
+    words among the distinct ``texts``), so that length alone earns nothing; 0: no correction.
+    """
+    if not 0.0 <= length_norm <= 1.0:
+        raise ValueError(f"length_norm must be in [0, 1], got {length_norm!r}")
     words = token_set(query)
     if not words or not texts:
         return np.zeros(len(texts), dtype=np.float32)
@@ -56,4 +63,10 @@ def word_overlap(query: str, texts: Sequence[str]) -> np.ndarray:
     n = len(found)
     idf = {w: math.log((n + 1) / (df[w] + 1)) + 1.0 for w in words}
     total = sum(idf.values())
-    return np.array([sum(idf[w] for w in found[t]) / total for t in texts], dtype=np.float32)
+    share = {t: sum(idf[w] for w in h) / total for t, h in found.items()}
+    if length_norm:
+        lengths = {t: max(len(t.split()), 1) for t in found}
+        mean = sum(lengths.values()) / len(lengths)
+        share = {t: v / (1.0 - length_norm + length_norm * lengths[t] / mean)
+                 for t, v in share.items()}
+    return np.array([share[t] for t in texts], dtype=np.float32)

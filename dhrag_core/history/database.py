@@ -9,6 +9,7 @@ Its parts, one job each: ``sessions`` (sessions in memory, in step with other wo
 from __future__ import annotations
 
 import random
+import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
@@ -16,6 +17,7 @@ from typing import Any
 
 import numpy as np
 
+from dhrag_core.algorithm.calibration import Calibration, calibrate
 from dhrag_core.algorithm.chains import chain_length_stats
 from dhrag_core.algorithm.summaries import ExtractiveSummariser, Summariser
 from dhrag_core.embedding import Embedder, MiniLMEmbedder
@@ -49,6 +51,10 @@ class HistoryDatabase:
         settings: Weights, capacity and limits.
         clock: Seconds since the epoch; inject one to test recency.
         summariser: Writes the summary-node texts shown in traces; default: extractive.
+        calibration: How vectors are centred before any comparison (``calibration``); default:
+            measured from the embedder on the probe texts at first use when
+            ``Settings.calibrate`` is on, else none. Stored vectors are centred: a store is
+            read with the calibration it was written with.
 
     Example:
         >>> from dhrag_core import HashingEmbedder, HistoryDatabase
@@ -65,6 +71,7 @@ class HistoryDatabase:
         settings: Settings | None = None,
         clock: Callable[[], float] = time.time,
         summariser: Summariser | None = None,
+        calibration: Calibration | None = None,
     ) -> None:
         if settings is not None and not isinstance(settings, Settings):
             raise TypeError(
@@ -85,6 +92,15 @@ class HistoryDatabase:
         )
         self.clock = clock
         self.summariser: Summariser = summariser or ExtractiveSummariser()
+        if calibration is not None and (
+            not isinstance(calibration, Calibration)
+            or calibration.dimension != self.embedder.dimension
+        ):
+            raise TypeError(
+                "calibration must be a dhrag_core.Calibration of the embedder's dimension"
+            )
+        self._calibration = calibration
+        self._calibration_lock = threading.Lock()
         self._cache = SessionCache(self.store, self.embedder, self.settings)
         self._sessions = self._cache.sessions  # least recently used first
         self._selector = Selector(self.settings, self.summariser)
@@ -96,22 +112,42 @@ class HistoryDatabase:
 
     # -- inputs ----------------------------------------------------------------------------
 
+    @property
+    def calibration(self) -> Calibration:
+        """The centring every stored and compared vector goes through (measured once)."""
+        found = self._calibration
+        if found is None:
+            with self._calibration_lock:
+                found = self._calibration
+                if found is None:
+                    found = self._calibration = (
+                        calibrate(self.embedder) if self.settings.calibrate
+                        else Calibration.identity(self.embedder.dimension)
+                    )
+        return found
+
+    def calibrate(self, vectors: Vector) -> Vector:
+        """The embedder's vectors as the history compares them (``Calibration.apply``)."""
+        return self.calibration.apply(vectors)
+
     def encode_query(self, query: str) -> Vector:
-        """The embedding of a query (validated like ``add`` validates it)."""
+        """The embedding of a query (validated like ``add`` validates it), as the embedder
+        gives it."""
         check_text("query", query, max_chars=self.settings.max_query_chars)
         out: Vector = self.embedder.encode([query])[0]
         return out
 
     def _query_vector(self, query: str | Vector) -> Vector:
         if isinstance(query, np.ndarray):
-            return check_vector("query", query, self.embedder.dimension)
-        return self.encode_query(query)
+            return self.calibrate(check_vector("query", query, self.embedder.dimension))
+        return self.calibrate(self.encode_query(query))
 
     def _encode_turn(
         self, query: str, response: str, items: list[Passage], query_vector: Vector | None
     ) -> tuple[Vector, Vector | None, Vector]:
-        """Query, response and passage vectors (``inputs.encode_turn``)."""
-        return encode_turn(self.embedder, self.settings, query, response, items, query_vector)
+        """Query, response and passage vectors, centred (``inputs.encode_turn``)."""
+        return encode_turn(self.embedder, self.settings, query, response, items, query_vector,
+                           self.calibration)
 
     # -- update ----------------------------------------------------------------------------
 
@@ -128,7 +164,8 @@ class HistoryDatabase:
     ) -> AddResult:
         """Store one turn's triple, merge near-duplicates, evict beyond capacity.
 
-        Passages that carry a ``vector`` are not re-encoded. All input is checked before
+        Passages that carry a ``vector`` (the embedder's, like ``query_vector``) are not
+        re-encoded. All input is checked before
         anything is written, so a bad call leaves the session as it was.
         """
         check_session_id(session_id)

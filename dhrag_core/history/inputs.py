@@ -13,6 +13,7 @@ from typing import Any
 
 import numpy as np
 
+from dhrag_core.algorithm.calibration import Calibration
 from dhrag_core.embedding import Embedder, l2_normalise, token_set, tokens
 from dhrag_core.records import Passage, Vector
 from dhrag_core.settings import Settings
@@ -108,11 +109,12 @@ def answer_shares(response: str, passages: Sequence[Passage]) -> np.ndarray | No
 
 def encode_turn(
     embedder: Embedder, settings: Settings, query: str, response: str, items: list[Passage],
-    query_vector: Vector | None,
+    query_vector: Vector | None, calibration: Calibration | None = None,
 ) -> tuple[Vector, Vector | None, Vector]:
     """Query, response and passage vectors: given ones checked, the rest encoded in one
     batch (the response only when ``Settings.answer_vector`` asks for it; otherwise it is
-    derived from the passages it draws on)."""
+    derived from the passages it draws on); all centred by ``calibration`` when given, the
+    derived response from the centred passages."""
     dim = embedder.dimension
     missing = [i for i, p in enumerate(items) if p.vector is None]
     shares = None
@@ -140,6 +142,10 @@ def encode_turn(
         )
     if missing:
         pv[missing] = enc[pos:]
+    if calibration is not None:
+        qv = calibration.apply(qv)
+        pv = calibration.apply(pv) if len(items) else pv
+        rv = None if rv is None else calibration.apply(rv)
     if shares is not None:
         rv = l2_normalise(shares @ pv)[0]
     return qv, rv, pv

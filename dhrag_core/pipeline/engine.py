@@ -14,10 +14,12 @@ import threading
 import time
 from collections import OrderedDict
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import replace
 from typing import Any
 
 import numpy as np
 
+from dhrag_core.algorithm.calibration import Calibration
 from dhrag_core.algorithm.hierarchy import topic_vector
 from dhrag_core.algorithm.integration import Candidate, integrate
 from dhrag_core.algorithm.lexical import word_overlap
@@ -56,6 +58,8 @@ class DHRAG:
             only.
         max_pending: Sessions whose latest selection is kept until its turn is recorded
             (least recently selected dropped first).
+        calibration: How vectors are centred before any comparison; default: measured from
+            the embedder (``HistoryDatabase``).
 
     Example:
         >>> from dhrag_core import DHRAG, FaissKnowledgeBase, HashingEmbedder
@@ -82,6 +86,7 @@ class DHRAG:
         clock: Callable[[], float] = time.time,
         vector_cache_size: int = 10_000,
         max_pending: int = 4096,
+        calibration: Calibration | None = None,
     ) -> None:
         if not isinstance(knowledge, KnowledgeBase):
             raise TypeError("knowledge must have a search(query, k) method (KnowledgeBase)")
@@ -89,7 +94,7 @@ class DHRAG:
             embedder = _embedder_of(knowledge)
         self.history = history or HistoryDatabase(
             embedder=embedder, store=store, settings=settings, clock=clock,
-            summariser=summariser,
+            summariser=summariser, calibration=calibration,
         )
         self.knowledge = knowledge
         self.settings = self.history.settings
@@ -221,7 +226,10 @@ class DHRAG:
     ) -> Vector:
         """The query vectors to search with, one per row, the expanded query first.
 
-        The expanded query moves the query toward the turns selected in T* by their weights;
+        Sums are taken in the history's calibrated space and mapped back to the embedder's
+        (``qv`` and the rows are the embedder's vectors), so that any knowledge base can be
+        searched with them. The expanded query moves the query toward the turns selected in T*
+        by their weights;
         its base is the rewritten query's embedding when ``rewrite_vector`` is set, else the raw
         query's. The query expanded inside each runner-up thread follows (``thread_variants``),
         and the raw query (``search_raw_query``): when T* is a wrong guess, the right thread or
@@ -232,19 +240,21 @@ class DHRAG:
         cfg = self.settings
         if not cfg.use_rewrite:
             return qv[None, :]
-        base = qv
+        calibration = self.history.calibration
+        base = calibration.apply(qv)
         if cfg.rewrite_vector and rewrite.text != query:
-            base = self.history.encode_query(rewrite.text)
+            base = calibration.apply(self.history.encode_query(rewrite.text))
 
         def topic(t: Turn) -> Vector:
             return topic_vector(t, cfg.topic_answer_weight, cfg.topic_passage_weight)
 
         rows = [expand_vector(base, threads[0], cfg.expansion, topic)]
         if threads[0]:
-            rows += [expand_vector(qv, h, cfg.expansion, topic) for h in threads[1:] if h]
+            centred = calibration.apply(qv)
+            rows += [expand_vector(centred, h, cfg.expansion, topic) for h in threads[1:] if h]
             if cfg.search_raw_query:
-                rows.append(qv)
-        return np.stack(rows).astype(np.float32, copy=False)
+                rows.append(centred)
+        return calibration.invert(np.stack(rows)).astype(np.float32, copy=False)
 
     def _search_kb(self, text: str, vectors: Vector) -> list[Passage]:
         cfg = self.settings
@@ -273,6 +283,8 @@ class DHRAG:
         with timer("encode_s"):
             vectors = self._passage_vectors(kb)
         with timer("integrate_s"):
+            kb = [p if p.vector is not None else replace(p, vector=v)
+                  for p, v in zip(kb, vectors, strict=True)]
             threshold = self.settings.clarity_threshold
             clarity = self._clarity(qv, vectors)
             gated = clarity is not None and threshold is not None and clarity >= threshold
@@ -287,40 +299,46 @@ class DHRAG:
         )
 
     def _clarity(self, qv: Vector, vectors: Sequence[Vector]) -> float | None:
-        """The raw query's best cosine to the knowledge-base candidates found for the expanded
-        queries (or the rewritten text), when the clarity gate is on: no further search; a
-        clear query's own best passages are near its expansion's."""
+        """The raw query's best similarity (``Calibration.similarity``) to the knowledge-base
+        candidates found for the expanded queries (or the rewritten text), when the clarity
+        gate is on: no further search; a clear query's own best passages are near its
+        expansion's."""
         cfg = self.settings
         if cfg.clarity_threshold is None or not cfg.use_rewrite or not vectors:
             return None
-        return float((np.stack(vectors).astype(np.float32, copy=False) @ qv).max())
+        best = float((np.stack(vectors).astype(np.float32, copy=False) @ qv).max())
+        return float(self.history.calibration.similarity(best))
 
     def _context(
         self, words: str, search: Vector, history: Sequence[SelectedTurn],
         kb: Sequence[Passage], vectors: Sequence[Vector], k: int,
     ) -> list[ContextItem]:
         """The integrated context; ``words`` (the rewritten query: the question and the
-        antecedents it names) weigh through ``lexical_weight``."""
+        antecedents it names) weigh through ``lexical_weight``. A history passage scores with
+        the embedder's vector (its stored, centred one mapped back), as the others do."""
         cfg = self.settings
         candidates = [Candidate(p, v, "kb") for p, v in zip(kb, vectors, strict=True)]
         # a passage also in the knowledge base scores with its one float32 vector, so that
         # the int8 rounding of the stored copy never decides between the two
         exact = {p.key: v for p, v in zip(kb, vectors, strict=True)}
+        calibration = self.history.calibration
         for s in history if cfg.use_integration else ():
             stored = s.turn.passage_vectors
-            candidates.extend(
-                Candidate(p, exact.get(p.key, stored[i]), "history", s)
-                for i, p in enumerate(s.turn.passages)
-            )
+            for i, p in enumerate(s.turn.passages):
+                vector = exact.get(p.key)
+                if vector is None:
+                    vector = calibration.invert(stored[i])
+                candidates.append(Candidate(replace(p, vector=vector), vector, "history", s))
         lexical = None
         if cfg.lexical_weight and candidates:
             texts = [c.passage.text for c in candidates]
-            lexical = cfg.lexical_weight * word_overlap(words, texts)
+            lexical = cfg.lexical_weight * word_overlap(words, texts, cfg.lexical_length_norm)
         return integrate(
             search, candidates, k, matrix=self.integration_matrix,
             temperature=cfg.temperature, history_bonus=cfg.history_bonus,
             answer_bonus=cfg.answer_bonus,
             weighted=cfg.use_integration, lexical=lexical,
+            unrelated=calibration.unrelated,
         )
 
     def _passage_vectors(self, passages: Sequence[Passage]) -> list[Vector]:

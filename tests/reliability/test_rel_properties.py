@@ -231,7 +231,7 @@ class HistoryMachine(RuleBasedStateMachine):
         response = f"{answer} {sid}" if answer else ""
         passages = [f"{sid} passage {i} on {topic}" for i in range(n_passages)]
         before = self.d.turns(sid)
-        qv = self.emb.encode([query])[0].astype(np.float64)
+        qv = self.d.calibrate(self.emb.encode([query])[0]).astype(np.float64)
         r = self.d.add(sid, query, passages, response)
         assert r.turn.session_id == sid
         ids_before = {t.turn_id for t in before}
@@ -287,9 +287,9 @@ class HistoryMachine(RuleBasedStateMachine):
         assert weights == sorted(weights, reverse=True)
         if hits:  # eq. 13 recomputed from the outside, at the next turn's index and now
             turns = self.d.turns(sid)
-            expect = _eviction_weights(turns, self.emb.encode([f"{topic} {sid}"])[0],
-                                       max(t.index for t in turns) + 1, self.clock.now,
-                                       self.cfg)
+            qv = self.d.calibrate(self.emb.encode([f"{topic} {sid}"])[0])  # as it compares
+            expect = _eviction_weights(turns, qv, max(t.index for t in turns) + 1,
+                                       self.clock.now, self.cfg)
             for h in hits:
                 assert abs(h.weight - expect[h.turn.turn_id]) <= 1e-6
             best = max(expect.values())
@@ -412,7 +412,7 @@ def test_pruned_matching_finds_the_best_turn_of_its_beam_and_flat_best_when_cove
     tree = check_tree(db, "tree")
     emb = db.embedder
     for a, b in queries:
-        qv = emb.encode([f"{WORDS[a]} {WORDS[b]}"])[0]
+        qv = db.calibrate(emb.encode([f"{WORDS[a]} {WORDS[b]}"])[0])
         pruned = tree.match(qv)
         flat = tree.match(qv, hierarchical=False)
         assert pruned and flat and all(m.summary_key is not None for m in pruned)
