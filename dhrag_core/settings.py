@@ -23,6 +23,9 @@ def _check_range(name: str, value: Any, low: float, high: float, *, integer: boo
 class Settings:
     """Knobs of the DH-RAG history database and turn pipeline.
 
+    Every similarity a threshold, margin or weight below is compared with is calibrated
+    (``calibrate``): unrelated texts near 0, identical ones 1, whatever the embedder.
+
     Attributes:
         alpha: Balance of relevance against recency in the history weight (paper eq. 13):
             ``w = alpha * relevance + (1 - alpha) * recency``.
@@ -97,9 +100,9 @@ class Settings:
         search_raw_query: The raw query is searched too, as one more of those queries (a new
             topic, which no thread continues, keeps its own ranking; by text: it re-ranks).
         clarity_threshold: A query the knowledge base answers clearly on its own -- the best
-            cosine of the raw query to a passage found (by the expanded queries) at least
+            similarity of the raw query to a passage found (by the expanded queries) at least
             this -- is ranked by the raw query alone: history expands only queries that need
-            it. In the embedder's cosine scale (chosen for MiniLM); ``None``: always expanded.
+            it; ``None``: always expanded.
         use_clustering: Match through topic clusters (off: every summary node is scored).
         use_hierarchy: Beam search cluster -> summary -> turn (off: scan every turn).
         use_chains: Select inside the thread T* with thread-local recency (off: select over

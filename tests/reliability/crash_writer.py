@@ -29,7 +29,8 @@ def main() -> None:
     capacity = int(sys.argv[3]) if len(sys.argv) > 3 else 1_000_000
     db = HistoryDatabase(embedder=HashingEmbedder(DIM), store=f"sqlite:///{path}",
                          settings=Settings(capacity=capacity, merge_threshold=1.0))
-    db.size(SESSION)  # load before announcing readiness
+    db.size(SESSION)  # load and calibrate before announcing readiness
+    _ = db.calibration
     print("ready", flush=True)
     n = start
     while True:
