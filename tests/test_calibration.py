@@ -159,3 +159,15 @@ def test_without_calibration_the_shift_changes_decisions() -> None:
     off = Settings(calibrate=False)
     reference = _trace(emb, vectors, off)
     assert _trace(ShiftedEmbedder(emb, 0.6), shift(vectors, 0.6), off) != reference
+
+
+def test_an_embedder_that_tells_nothing_apart_is_compared_uncentred(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    from dhrag_core import FunctionEmbedder
+
+    same = FunctionEmbedder(lambda texts: [np.eye(8)[0] for _ in texts], 8)
+    with caplog.at_level("WARNING"):
+        cal = calibrate(same)
+    assert float(cal.mean @ cal.mean) == 0.0
+    assert "nearly the same vector" in caplog.text
