@@ -70,6 +70,10 @@ def test_a_bad_mean_is_refused(mean: Any) -> None:
 def test_history_rejects_a_calibration_of_another_dimension() -> None:
     with pytest.raises(TypeError, match="calibration"):
         HistoryDatabase(embedder=HashingEmbedder(64), calibration=Calibration.identity(8))
+    emb = HashingEmbedder()
+    with pytest.raises(ValueError, match="calibration"):
+        DHRAG(FaissKnowledgeBase([Passage("a wall")], emb), history=HistoryDatabase(embedder=emb),
+              calibration=Calibration.identity(emb.dimension))
 
 
 def test_the_switch_off_means_no_centring() -> None:

@@ -90,6 +90,8 @@ class DHRAG:
     ) -> None:
         if not isinstance(knowledge, KnowledgeBase):
             raise TypeError("knowledge must have a search(query, k) method (KnowledgeBase)")
+        if history is not None and calibration is not None:
+            raise ValueError("pass calibration= to the HistoryDatabase given as history=, not here")
         if history is None and embedder is None:
             embedder = _embedder_of(knowledge)
         self.history = history or HistoryDatabase(
@@ -241,7 +243,7 @@ class DHRAG:
         if not cfg.use_rewrite:
             return qv[None, :]
         calibration = self.history.calibration
-        base = calibration.apply(qv)
+        centred = base = calibration.apply(qv)
         if cfg.rewrite_vector and rewrite.text != query:
             base = calibration.apply(self.history.encode_query(rewrite.text))
 
@@ -250,7 +252,6 @@ class DHRAG:
 
         rows = [expand_vector(base, threads[0], cfg.expansion, topic)]
         if threads[0]:
-            centred = calibration.apply(qv)
             rows += [expand_vector(centred, h, cfg.expansion, topic) for h in threads[1:] if h]
             if cfg.search_raw_query:
                 rows.append(centred)
