@@ -30,7 +30,7 @@ import numpy.typing as npt
 from dhrag_core.embedding import Embedder, LocalModelEmbedder, l2_normalise
 from dhrag_core.records import Vector
 
-__all__ = ["Calibration", "calibrate", "probe_texts"]
+__all__ = ["Calibration", "calibrate", "probe_texts", "rescale"]
 
 _PROBE_WORDS = 24  # probe texts are the opening words of each demo passage: short to encode
 _MOST_UNRELATED = 0.98  # above this cosine of unrelated texts an embedder tells nothing apart
@@ -79,10 +79,8 @@ class Calibration:
 
     def similarity(self, cosine: npt.ArrayLike) -> npt.NDArray[np.float64]:
         """A cosine of two of the embedder's own vectors on the calibrated scale: unrelated
-        texts 0, identical ones 1 (``(cos - unrelated) / (1 - unrelated)``)."""
-        u = self.unrelated
-        out: npt.NDArray[np.float64] = (np.asarray(cosine, dtype=np.float64) - u) / (1.0 - u)
-        return out
+        texts 0, identical ones 1 (``rescale``)."""
+        return rescale(cosine, self.unrelated)
 
     def apply(self, vectors: npt.ArrayLike) -> Vector:
         """Centred unit vectors (a 1-d input gives a 1-d output)."""
@@ -100,6 +98,16 @@ class Calibration:
         r = -cm + np.sqrt(cm * cm + 1.0 - float(m @ m))
         out = l2_normalise((r[:, None] * rows + m).astype(np.float32))
         return out[0] if c.ndim == 1 else out
+
+
+def rescale(cosine: npt.ArrayLike, unrelated: float) -> npt.NDArray[np.float64]:
+    """``(cos - unrelated) / (1 - unrelated)``: cosines put on a scale where the embedder's
+    unrelated texts sit at 0 and identical ones at 1."""
+    if not 0.0 <= unrelated < 1.0:
+        raise ValueError(f"unrelated must be in [0, 1), got {unrelated!r}")
+    out: npt.NDArray[np.float64] = (
+        (np.asarray(cosine, dtype=np.float64) - unrelated) / (1.0 - unrelated))
+    return out
 
 
 @lru_cache(maxsize=1)

@@ -14,6 +14,7 @@ from dataclasses import dataclass, replace
 import numpy as np
 import numpy.typing as npt
 
+from dhrag_core.algorithm.calibration import rescale
 from dhrag_core.records import ContextItem, Passage, SelectedTurn, Vector
 
 __all__ = ["Candidate", "integrate", "softmax"]
@@ -74,21 +75,18 @@ def integrate(
     already weighted; ``lexical.word_overlap``). With ``weighted=False`` (the no-integration
     ablation) candidates are ranked by plain cosine similarity (plus ``lexical``), with no
     ``W`` and no history term. ``unrelated`` is the embedder's cosine of unrelated texts
-    (``Calibration.unrelated``): similarities are rescaled to ``(cos - unrelated) /
-    (1 - unrelated)``, so that the other terms weigh the same for any embedder.
+    (``Calibration.unrelated``): similarities are rescaled (``calibration.rescale``), so that
+    the other terms weigh the same for any embedder.
     """
     if not candidates:
         return []
     d = np.stack([c.vector for c in candidates]).astype(np.float32)
     queries = np.atleast_2d(query)
-    if not 0.0 <= unrelated < 1.0:
-        raise ValueError(f"unrelated must be in [0, 1), got {unrelated!r}")
-    sims = ((d @ queries.T).max(axis=1) - unrelated) / (1.0 - unrelated)
+    sims = rescale((d @ queries.T).max(axis=1), unrelated)
     if matrix is None or not weighted:
         bilinear = sims
     else:
-        bilinear = ((d @ (queries @ matrix).astype(np.float32).T).max(axis=1)
-                    - unrelated) / (1.0 - unrelated)
+        bilinear = rescale((d @ (queries @ matrix).astype(np.float32).T).max(axis=1), unrelated)
     hist = np.array([c.selected.weight if c.selected is not None else 0.0 for c in candidates])
     extra = history_bonus * hist
     if answer_bonus:
