@@ -148,13 +148,16 @@ def split_scores(
 
 
 def paired_randomisation_test(
-    a: npt.ArrayLike, b: npt.ArrayLike, *, n_resamples: int = 10_000, seed: int = 0
+    a: npt.ArrayLike, b: npt.ArrayLike, *, clusters: Sequence[object] | None = None,
+    n_resamples: int = 10_000, seed: int = 0,
 ) -> float:
     """Two-sided p-value of a paired randomisation (sign-flip) test of mean(a) vs mean(b).
 
     Under the null hypothesis the two systems are exchangeable on each task, so each per-task
-    difference keeps or flips its sign at random. ``p = (1 + #{|mean| >= |observed|}) /
-    (1 + n_resamples)``.
+    difference keeps or flips its sign at random. With ``clusters`` (one label per task, e.g.
+    the original conversation), the differences of one cluster keep or flip their sign
+    together: tasks of one conversation, or replays of it in several sessions, are not
+    independent. ``p = (1 + #{|mean| >= |observed|}) / (1 + n_resamples)``.
     """
     x, y = np.asarray(a, dtype=np.float64).ravel(), np.asarray(b, dtype=np.float64).ravel()
     if len(x) != len(y):
@@ -162,13 +165,20 @@ def paired_randomisation_test(
     if n_resamples < 1:
         raise ValueError(f"n_resamples must be >= 1, got {n_resamples}")
     diff = x - y
-    if not len(diff) or not np.any(diff):
+    if clusters is not None:
+        if len(clusters) != len(diff):
+            raise ValueError(f"clusters must label every task: {len(clusters)} labels for "
+                             f"{len(diff)} tasks")
+        _, at = np.unique(np.asarray([str(c) for c in clusters]), return_inverse=True)
+        diff = np.bincount(at, weights=diff)  # one summed difference per cluster
+    n = len(x)
+    if not n or not np.any(diff):
         return 1.0
-    observed = abs(diff.mean())
+    observed = abs(diff.sum()) / n
     rng = np.random.default_rng(seed)
     hits = 0
     for start in range(0, n_resamples, 1000):
-        n = min(1000, n_resamples - start)
-        signs = rng.choice(np.array([-1.0, 1.0]), size=(n, len(diff)))
-        hits += int(np.sum(np.abs(signs @ diff) / len(diff) >= observed - 1e-12))
+        m = min(1000, n_resamples - start)
+        signs = rng.choice(np.array([-1.0, 1.0]), size=(m, len(diff)))
+        hits += int(np.sum(np.abs(signs @ diff) / n >= observed - 1e-12))
     return (1 + hits) / (1 + n_resamples)

@@ -57,6 +57,7 @@ SPLITS: dict[str, Callable[[TaskScore], str | None]] = {
     "by_multi_turn": lambda s: s.tags.get("multi_turn"),
     "by_kind": lambda s: s.tags.get("kind"),
     "by_naming": _naming,
+    "by_pattern": lambda s: s.tags.get("pattern"),
 }
 PVALUE_METRIC = "MRR@10"
 
@@ -92,7 +93,15 @@ def _p_value(
     ours = {s.task_id: s.values[metric] for s in run.scores if keep(s)}
     theirs = {s.task_id: s.values[metric] for s in base.scores if keep(s)}
     common = [t for t in ours if t in theirs]
-    return paired_randomisation_test([ours[t] for t in common], [theirs[t] for t in common])
+    origin = {s.task_id: conversation_of(s) for s in run.scores}
+    return paired_randomisation_test([ours[t] for t in common], [theirs[t] for t in common],
+                                     clusters=[origin[t] for t in common])
+
+
+def conversation_of(s: TaskScore) -> str:
+    """The original conversation of a scored task (its interleaved ``thread``, else the
+    conversation in its id): the unit p-values flip signs by."""
+    return s.tags.get("thread") or s.task_id.split("::")[0]
 
 
 FOCUS = "dhrag"
@@ -114,6 +123,8 @@ def _subsets(scores: Sequence[TaskScore]) -> list[tuple[str, Callable[[TaskScore
     if "return" in kinds and any(s.tags.get("names_thread") for s in scores):
         for label in ("return (named)", "return (unnamed)"):
             out.append((label, lambda s, n=label: _naming(s) == n))
+    for pattern in sorted({s.tags["pattern"] for s in scores if s.tags.get("pattern")}):
+        out.append((pattern, lambda s, p=pattern: s.tags.get("pattern") == p))
     return out
 
 
@@ -204,7 +215,8 @@ def summarise(result: RunResult) -> dict[str, Any]:
             "n_turns": result.n_turns,
             "n_evaluated": result.n_evaluated,
             "timings_s": result.timings,
-            "p_value_test": f"paired randomisation (sign-flip), 10,000 resamples, {PVALUE_METRIC}",
+            "p_value_test": f"paired randomisation (sign-flip), 10,000 resamples, {PVALUE_METRIC}, "
+                            "signs flipped per original conversation",
         },
         "systems": systems,
         "tuning": _tuning(systems),
@@ -307,7 +319,8 @@ def markdown(summary: Mapping[str, Any]) -> str:
         head = [f"d{m}{'' if d == 'all' else ' ' + d} | p" for d in subsets
                 for m in ("MRR@10", "nDCG@10")]
         out += ["", f"## {summary['focus']['system']} against each system", "",
-                "Difference of means (focus minus other) with the paired randomisation p-value, "
+                "Difference of means (focus minus other) with the paired randomisation p-value "
+                "(signs flipped per original conversation), "
                 f"on: {', '.join(subsets)}.", "",
                 "| other | " + " | ".join(head) + " |",
                 "|---|" + "---|---|" * len(head)]
@@ -323,7 +336,8 @@ def markdown(summary: Mapping[str, Any]) -> str:
     titles = {"by_depth": "turn depth", "by_domain": "domain", "by_multi_turn": "Multi-Turn type",
               "by_kind": "kind of turn (interleaved sessions: first / continue / return)",
               "by_naming": "continue and return turns by whether the question names its thread "
-                           "(a word only its thread used before)"}
+                           "(a word only its thread used before)",
+              "by_pattern": "scenario pattern (benchmarks/scenarios)"}
     for split, title in titles.items():
         if any(s[split] for s in summary["systems"]):
             out += ["", f"## MRR@10 by {title}", "", *_split_table(summary, split)]

@@ -20,7 +20,7 @@ from pathlib import Path
 import faiss
 import numpy as np
 
-from benchmarks.data import Benchmark, Conversation, build_conversations, load_benchmark
+from benchmarks.data import Benchmark, Conversation, Task, build_conversations, load_benchmark
 from benchmarks.embedders import ShiftedEmbedder, bench_embedder, shift
 from benchmarks.interleave import interleave_benchmark
 from benchmarks.kbcache import kb_vectors
@@ -160,6 +160,19 @@ def interleaved(bench: Benchmark, threads: int, seeds: Sequence[int],
     return Benchmark(kb=bench.kb, tasks=tasks, conversations=build_conversations(tasks))
 
 
+def true_threads(tasks: Sequence[Task]) -> dict[tuple[str, int], str]:
+    """``(conversation, turn) -> thread`` from the data's labels: an interleaved turn's
+    original conversation (``thread``), a scenario turn's ``topic`` (a comparison of two
+    topics stays in the thread of the turn before it), else the conversation itself."""
+    out: dict[tuple[str, int], str] = {}
+    for t in sorted(tasks, key=lambda t: (t.conversation_id, t.turn)):
+        label = t.tags.get("thread") or t.tags.get("topic") or t.conversation_id
+        if "+" in label:
+            label = out.get((t.conversation_id, t.turn - 1), label)
+        out[(t.conversation_id, t.turn)] = label
+    return out
+
+
 def _context(bench: Benchmark, config: RunConfig, embedder: Embedder) -> BenchContext:
     base = embedder.base if isinstance(embedder, ShiftedEmbedder) else embedder
     vectors = kb_vectors(bench.kb, base, config.model_name, cache_dir=config.cache_dir,
@@ -169,8 +182,7 @@ def _context(bench: Benchmark, config: RunConfig, embedder: Embedder) -> BenchCo
     kb = FaissKnowledgeBase(bench.kb, embedder, vectors=vectors)
     references = {(t.conversation_id, t.turn): t.rewrite for t in bench.tasks
                   if t.rewrite is not None}
-    threads = {(t.conversation_id, t.turn): t.tags.get("thread", t.conversation_id)
-               for t in bench.tasks}
+    threads = true_threads(bench.tasks)
     return BenchContext(kb=kb, embedder=embedder, references=references, threads=threads)
 
 

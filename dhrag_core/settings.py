@@ -86,6 +86,9 @@ class Settings:
         thread_switch: Leaving the thread of the latest turn for another needs a relevance of
             at least this to the other thread (a new topic, matching nothing well, stays put);
             ``None``: the best thread score decides alone.
+        follow_up_margin: A follow-up that names nothing ("who was it built for?": a referring
+            word or almost no content words, no cue) leaves the thread of the latest turn only
+            for a thread at least this much more relevant (``use_cues``).
         thread_variants: Threads whose reconstructed query searches the knowledge base: T* and
             the runner-ups by thread score. Each passage counts by its best match over these
             queries, so a wrong guess of T* costs less (1: T* only). A knowledge base searched
@@ -110,6 +113,9 @@ class Settings:
         use_recency: Recency in the weights and the thread choice (off: relevance only).
         use_integration: Merge history passages into the context (off: knowledge base only).
         use_rewrite: Query reconstruction and vector expansion (off: the raw query).
+        use_cues: Read the question's words for its thread (``algorithm.discourse``): a
+            follow-up that names nothing stays in the latest turn's thread unless another is
+            ``follow_up_margin`` more relevant (off: the vectors alone decide).
         calibrate: Centre every vector on the embedder's mean direction before comparing
             (``algorithm.calibration``), so that the thresholds and weights above mean the
             same for any embedder; off: vectors are compared as the embedder gives them.
@@ -159,6 +165,7 @@ class Settings:
     thread_half_life: float = 2.0
     thread_link: float | None = 0.3
     thread_switch: float | None = 0.2
+    follow_up_margin: float = 0.3
     thread_variants: int = 3
     hedge_margin: float | None = 0.2
     search_raw_query: bool = False
@@ -169,6 +176,7 @@ class Settings:
     use_recency: bool = True
     use_integration: bool = True
     use_rewrite: bool = True
+    use_cues: bool = True
     calibrate: bool = True
     answer_vector: str = "passages"
 
@@ -203,6 +211,7 @@ class Settings:
         _check_range("lexical_length_norm", self.lexical_length_norm, 0.0, 1.0)
         _check_range("thread_recency", self.thread_recency, 0.0, 10.0)
         _check_range("thread_half_life", self.thread_half_life, 1e-9, math.inf)
+        _check_range("follow_up_margin", self.follow_up_margin, 0.0, 2.0)
         if self.hedge_margin is not None:
             _check_range("hedge_margin", self.hedge_margin, 0.0, 2.0)
         for name in ("thread_link", "thread_switch", "clarity_threshold"):

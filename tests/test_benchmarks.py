@@ -119,6 +119,26 @@ def test_paired_randomisation_test() -> None:
     assert p1 == pytest.approx(p2) and p1 > 0.05
     with pytest.raises(ValueError, match="paired"):
         paired_randomisation_test([1.0], [1.0, 2.0])
+    with pytest.raises(ValueError, match="label every task"):
+        paired_randomisation_test([1.0, 2.0], [1.0, 2.0], clusters=["a"])
+
+
+def test_clustered_p_value_counts_conversations_not_replayed_turns() -> None:
+    """20 conversations of 10 turns, each replayed in 3 sessions: a per-conversation effect
+    with no consistent sign is significant per turn (600 'independent' tasks) but not once the
+    signs flip per conversation; an effect shared by every conversation stays significant."""
+    rng = np.random.default_rng(3)
+    effect = rng.normal(0.0, 0.1, 20)
+    effect -= effect.mean() - 0.02
+    conv = np.repeat(np.arange(20), 10)
+    diff = np.tile(effect[conv] + rng.normal(0, 0.01, 200), 3)
+    labels = [f"c{c}" for c in np.tile(conv, 3)]
+    base = rng.random(600)
+    assert paired_randomisation_test(base + diff, base, n_resamples=2000) < 0.01
+    assert paired_randomisation_test(base + diff, base, clusters=labels,
+                                     n_resamples=2000) > 0.2
+    assert paired_randomisation_test(base + 0.05 + diff / 10, base, clusters=labels,
+                                     n_resamples=2000) < 0.01
 
 
 # --- converter on a tiny synthetic MTRAG folder --------------------------------------------

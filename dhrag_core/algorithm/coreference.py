@@ -17,7 +17,8 @@ from functools import lru_cache
 from dhrag_core.records import SelectedTurn
 
 __all__ = [
-    "Antecedent", "Resolution", "antecedents", "complete_name", "is_topic", "names_in",
+    "Antecedent", "Resolution", "antecedents", "complete_name", "cue_topic", "is_topic",
+    "names_in",
     "phrase_key",
     "referring_expression", "resolve",
 ]
@@ -66,6 +67,8 @@ _VERBS = frozenset({
     "apply", "applies", "require", "requires", "required", "compare", "differ", "located",
     "called", "born", "based"
 })
+_ADVERBS = frozenset({"exactly", "actually", "really", "usually", "typically", "generally",
+                      "normally", "currently", "still", "even", "ever", "just", "basically"})
 _DO_SUPPORT = frozenset({"do", "does", "did", "can", "could", "will", "would", "should", "may",
                          "might", "must", "don't", "doesn't", "didn't", "can't", "won't"})
 _BOUNDARY = _WH | _AUX | _PRONOUNS | _PREPOSITIONS | _CONJUNCTIONS | _VERBS | _IMPERATIVE
@@ -80,6 +83,7 @@ class Antecedent:
     """A phrase the selected turns are about: ``text`` as written, ``score`` from their weights.
 
     ``kind`` is ``"name"`` (capitalised), ``"topic"`` (a turn that is only a phrase),
+    ``"cue"`` (the subject a cue named: "what about X?"),
     ``"phrase"`` (a question's noun phrase) or ``"action"`` (what a how-to question asks to do).
     """
 
@@ -175,10 +179,52 @@ def _noun_phrase(
     return text[ws[start].start():ws[j - 1].end()]
 
 
+_SWITCH = re.compile(
+    r"^\W*(?:(?:ok(?:ay)?|so|and|but|now|well|hey|also)\W+)*(?:(?:totally|completely|slightly)\s+)?"
+    r"(?:unrelated|off[\s-]topic|(?:a\s+)?(?:different|new|another|other)\s+(?:topic|question|"
+    r"subject|thing)|switching\s+(?:topics?|subjects?|gears)|changing\s+(?:the\s+)?(?:topic|"
+    r"subject)|random\s+question|quick\s+question|on\s+another\s+note|by\s+the\s+way)"
+    r"(?:\s+(?:but|now|though))?\s*(?:[,:;.!?]+|\s-+|\s\u2013)\s*",
+    re.IGNORECASE,
+)
+"""A lead that announces a change of subject ("different topic -", "unrelated, but")."""
+_CUE = re.compile(
+    r"^\W*(?:(?:ok(?:ay)?|so|and|but|now|well|alright)\W+)*"
+    r"(?:(?:(?:going|coming|getting|switching)\s+)?back\s+to|(?:what|how)\s+about|what\s+of|"
+    r"as\s+for|regarding|now\s+for|and)\s+(?P<topic>[^,:;?!.\u2013]+?)"
+    r"\s*(?:[,:;?!.\u2013]|\s-+\s|$)",
+    re.IGNORECASE,
+)
+"""A lead that names the subject of the rest ("back to the roth ira, ...", "what about
+Alan Shepard?", "and the pantheon, what's that?")."""
+_CUE_MAX_WORDS = 6
+
+
+def cue_topic(text: str) -> tuple[str | None, str]:
+    """The subject a question's lead names ("what about X, ...", "back to X: ..."), if any,
+    and the rest of the question, an announced change of subject ("unrelated, but") dropped.
+    """
+    rest = _SWITCH.sub("", text, count=1)
+    m = _CUE.match(rest)
+    if m is None:
+        return None, rest
+    topic = m.group("topic").strip()
+    ws = _words(topic)
+    lower = [w.group().lower() for w in ws]
+    if (not ws or len(ws) > _CUE_MAX_WORDS
+            or lower[0] in _PRONOUNS | _WH | _AUX | _VERBS | _PREPOSITIONS
+            or not _key(topic) or any(w in _WH | _AUX for w in lower)):
+        return None, rest
+    return topic, rest[m.end():]
+
+
 def _question_phrases(text: str) -> list[tuple[str, str]]:
     """``(phrase, kind)`` of one user turn: the whole turn when it only names a topic, the
-    subject of "what is X" / "tell me about X", the action of "how do I X", determiner-led
-    noun phrases."""
+    subject a cue names ("back to X, ..."), the subject of "what is X" / "tell me about X"
+    / "who invented X", the action of "how do I X", determiner-led noun phrases."""
+    topic, text = cue_topic(text)
+    if topic is not None:
+        return [(topic, "cue"), *_question_phrases(text)] if text.strip() else [(topic, "cue")]
     stripped = text.strip().rstrip("?.!").strip()
     ws = _words(stripped)
     if not ws:
@@ -196,8 +242,12 @@ def _question_phrases(text: str) -> list[tuple[str, str]]:
         i += 1
         if i < len(ws) and lower[i] in {"much", "many", "long", "far", "often", "old", "big"}:
             i += 1
+        while i + 1 < len(ws) and lower[i] in _ADVERBS:
+            i += 1
     if i + 1 < len(ws) and lower[i] in _AUX | {"me", "about", "us"}:
         i += 1
+        while i + 1 < len(ws) and lower[i] in _ADVERBS:
+            i += 1
         if lower[i - 1] == "me" and i < len(ws) and lower[i] == "about":
             i += 1
     if i < len(ws) and lower[i] in {"i", "you", "we"} and i + 1 < len(ws) and (
@@ -205,11 +255,18 @@ def _question_phrases(text: str) -> list[tuple[str, str]]:
         action = stripped[ws[i + 1].start():]
         if action:
             out.append((action, "action"))
+    elif 0 < i < len(ws) and i + 1 < len(ws) and lower[0] in {"who", "what", "which"} \
+            and lower[i - 1] in _WH and _verb_like(lower[i], lower[i + 1]):
+        # "who invented the cotton gin", "what causes sickle cell disease": the object
+        subject = _noun_phrase(stripped, ws, i + 1)
+        if subject is not None:
+            out.append((subject, "phrase"))
+        i += 1
     elif 0 < i < len(ws):
         subject = _noun_phrase(stripped, ws, i, name_ends=lower[i - 1] in _DO_SUPPORT)
         end = stripped.index(subject) + len(subject) if subject is not None else 0
         after = _words(stripped[end:])
-        runs_on = not after or after[0].group().lower() not in _PREPOSITIONS
+        runs_on = not after or after[0].group().lower() not in _BOUNDARY
         if (subject is not None and i > 0 and lower[i - 1] in _DO_SUPPORT and runs_on
                 and " " in subject.strip() and subject.split()[-1].islower()):
             subject = subject.rsplit(" ", 1)[0]  # "did the band tour": "tour" is the verb
@@ -225,7 +282,15 @@ def _question_phrases(text: str) -> list[tuple[str, str]]:
     return out
 
 
-_KIND_WEIGHT = {"topic": 5.0, "name": 1.0, "phrase": 1.0, "action": 1.0, "object": 0.5}
+def _verb_like(word: str, following: str) -> bool:
+    """Whether ``word``, right after "who" / "what", is the question's verb: a known verb, a
+    past tense, or a present tense followed by its object's determiner."""
+    return (word in _VERBS or (word.endswith("ed") and len(word) > 4)
+            or (word.endswith("s") and not word.endswith("ss") and following in _DETERMINERS)
+            or (word.endswith("es") and len(word) > 4))
+
+
+_KIND_WEIGHT = {"topic": 5.0, "cue": 5.0, "name": 1.0, "phrase": 1.0, "action": 1.0, "object": 0.5}
 _RESPONSE_WEIGHT = 0.25
 
 
@@ -274,7 +339,12 @@ def antecedents(history: Sequence[SelectedTurn]) -> list[Antecedent]:
         for other, value in score.items():
             if other != key and other < key:
                 total[key] += value
-    ranked = sorted(found, key=lambda k: (-total[k], order[k]))
+    # the subject the latest turn switched to ("and what about X?") is what its follow-up's
+    # "it" means, however often the older subject was named before
+    latest = max(history, key=lambda s: s.turn.index).turn if history else None
+    switched = {key for _, kind, key in (_turn_phrases(latest.query, latest.response)[0]
+                                         if latest is not None else ()) if kind == "cue"}
+    ranked = sorted(found, key=lambda k: (k not in switched, -total[k], order[k]))
     return [Antecedent(found[k][0], found[k][1], total[k], k) for k in ranked]
 
 
@@ -329,7 +399,7 @@ def _agrees(expression: str, antecedent: Antecedent) -> bool:
     if e in _PERSONAL:
         return antecedent.kind == "name" or _is_capitalised(antecedent.text)
     if e == "there":
-        return antecedent.kind in {"name", "topic"} and _is_capitalised(antecedent.text)
+        return antecedent.kind in {"name", "topic", "cue"} and _is_capitalised(antecedent.text)
     return antecedent.kind != "action" or e == "it"
 
 
@@ -374,11 +444,13 @@ def resolve(
         return None
     cands = antecedents(history) if candidates is None else candidates
     if gap is not None:  # "how long did it take to build?": build what?
-        obj = next((a for a in cands if a.kind in ("name", "topic", "phrase")), None)
+        obj = next((a for a in cands if a.kind in ("name", "topic", "cue", "phrase")), None)
         if obj is None or obj.key & _key(query):
             return None
         return Resolution(f"{query[:gap.end()]} {obj.text}{query[gap.end():]}", None, obj)
     assert m is not None
+    if cue_topic(query[:m.start()])[0] is not None:
+        return None  # "how about Romeo and Juliet, when was that one written?": named there
     expression = m.group()
     agreeing = [a for a in cands if _agrees(expression, a)]
     if _EVENT.search(query[m.end():]):

@@ -159,7 +159,7 @@ class LightRewriter:
             done = _replace_slot(last, fragment.rstrip("?.! "))
             if done is not None:
                 return Rewrite(done, tuple(w for w in tokens(done) if w not in tokens(query)))
-        top = next((a for a in cands if a.kind in ("name", "topic")), None)
+        top = next((a for a in cands if a.kind in ("name", "topic", "cue")), None)
         if top is None:
             return Rewrite(query)
         if top.key & _key_words(query):

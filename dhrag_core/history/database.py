@@ -19,6 +19,7 @@ import numpy as np
 
 from dhrag_core.algorithm.calibration import Calibration, calibrate
 from dhrag_core.algorithm.chains import chain_length_stats
+from dhrag_core.algorithm.discourse import is_follow_up
 from dhrag_core.algorithm.summaries import ExtractiveSummariser, Summariser
 from dhrag_core.embedding import Embedder, MiniLMEmbedder
 from dhrag_core.history.inputs import check_passages, check_timestamp, check_vector, encode_turn
@@ -228,7 +229,7 @@ class HistoryDatabase:
         return self.select_threads(session_id, query, 1)[0]
 
     def select_threads(
-        self, session_id: str, query: str | Vector, n: int
+        self, session_id: str, query: str | Vector, n: int, *, follow_up: bool | None = None
     ) -> list[list[SelectedTurn]]:
         """``select`` inside each of the ``n`` threads the query most likely continues.
 
@@ -236,15 +237,20 @@ class HistoryDatabase:
         runner-up threads whose relevance is within ``Settings.hedge_margin`` of T*'s, best
         first, so a caller can hedge when the thread is uncertain. Their turns carry no
         cluster label or summary text (computing those is not free, and only T*'s are shown).
-        Without chains (``use_chains=False``) or history there is one list.
+        Without chains (``use_chains=False``) or history there is one list. ``follow_up``:
+        whether the query names nothing of its own (``discourse.is_follow_up``), read from
+        its text when ``None`` (a vector given as ``query`` then counts as not one).
         """
         check_session_id(session_id)
         check_k(n, "n")
+        if follow_up is None:
+            follow_up = isinstance(query, str) and is_follow_up(query)
         qv = self._query_vector(query)
         s = self._session(session_id)
         with s.lock:
             # the clock is read when each thread is weighed, as ``self.clock`` is then
-            return self._selector.select_threads(s, qv, n, lambda: self.clock())
+            return self._selector.select_threads(s, qv, n, lambda: self.clock(),
+                                                 follow_up=follow_up)
 
     def stats(self, session_id: str) -> dict[str, Any]:
         """Size of the session's tree: turns, clusters, chains and chain-length statistics."""

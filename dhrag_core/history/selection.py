@@ -13,6 +13,7 @@ from collections.abc import Callable, Sequence
 import numpy as np
 
 from dhrag_core.algorithm import scoring
+from dhrag_core.algorithm.discourse import is_follow_up
 from dhrag_core.algorithm.hierarchy import TreeMatch
 from dhrag_core.algorithm.summaries import Summariser
 from dhrag_core.history.labels import cluster_labels, summary_text
@@ -44,41 +45,45 @@ class Selector:
         self.summariser = summariser
 
     def select_threads(
-        self, s: SessionState, qv: Vector, n: int, clock: Clock
+        self, s: SessionState, qv: Vector, n: int, clock: Clock, *, follow_up: bool = False
     ) -> list[list[SelectedTurn]]:
         """The selection inside each of the ``n`` threads the query most likely continues, T*
         first, runner-ups only within ``hedge_margin`` of T*'s relevance; one list without
         chains (``use_chains=False``) or history. Only T*'s turns carry their cluster label
-        and summary text: the runner-ups' shape the search and are not shown."""
+        and summary text: the runner-ups' shape the search and are not shown.
+        ``follow_up``: the query names nothing of its own (``discourse.is_follow_up``)."""
         if not s.turns:
             return [[]]
         if not self.settings.use_chains:
             return [self._select_flat(s, qv, clock)]
         if not s.tree.has_chains:
             return [[]]
-        threads, matches = self.threads(s, qv)
+        threads, matches = self.threads(s, qv, follow_up=follow_up)
         kept = hedged_threads(threads, n, self.settings.hedge_margin)
         return [self._select_in_thread(s, qv, t, matches, clock, describe=i == 0)
                 for i, t in enumerate(kept)]
 
-    def continued_thread(self, s: SessionState, qv: Vector) -> int | None:
+    def continued_thread(self, s: SessionState, qv: Vector, query: str = "") -> int | None:
         """The thread a new turn joins because its query continues it (``thread_link``): the
         T* that selection chose for that query, when the query matched it well enough."""
         cfg = self.settings
         if not cfg.use_chains or cfg.thread_link is None or not s.tree.has_chains:
             return None
-        thread, relevance = self.threads(s, qv)[0][0]
+        thread, relevance = self.threads(s, qv, follow_up=is_follow_up(query))[0][0]
         return thread if relevance >= cfg.thread_link else None
 
-    def threads(self, s: SessionState, qv: Vector) -> Threads:
+    def threads(self, s: SessionState, qv: Vector, *, follow_up: bool = False) -> Threads:
         """Chains (threads) by how well the query continues them, T* first, with their
         relevance; and the tree matches.
 
         A chain's relevance is its best matched turn's (or its centroid's) similarity to the
         query; chains active lately get ``thread_recency`` more, so an elliptical follow-up,
-        relevant to nothing in particular, stays in the thread of the turn before it.
+        relevant to nothing in particular, stays in the thread of the turn before it. A
+        ``follow_up`` (a question that names nothing) leaves the latest turn's thread only for
+        one ``follow_up_margin`` more relevant: its "it" is what the latest turn spoke of,
+        however alike its wording is to an older question's.
         """
-        key = qv.tobytes()
+        key = qv.tobytes() + (b"f" if follow_up else b"")
         memo = s.thread_memo
         if memo is not None and memo[0] == key and memo[1] == s.version:
             return memo[2]
@@ -96,11 +101,14 @@ class Selector:
         order = [int(i) for i in np.argsort(-score, kind="stable")]
         current = tree.chain_of(s.latest) if s.latest is not None else None
         best = order[0]
-        if (cfg.thread_switch is not None and current is not None
-                and ids[best] != current and rel[best] < cfg.thread_switch):
+        if current is not None and ids[best] != current:
             stay = ids.index(current)
-            order.remove(stay)
-            order.insert(0, stay)
+            weak = cfg.thread_switch is not None and rel[best] < cfg.thread_switch
+            held = (follow_up and cfg.use_cues
+                    and rel[best] - rel[stay] < cfg.follow_up_margin)
+            if weak or held:
+                order.remove(stay)
+                order.insert(0, stay)
         found = [(ids[i], float(rel[i])) for i in order], matches
         s.thread_memo = (key, s.version, found)
         return found

@@ -117,7 +117,7 @@ class UpdateRule:
         try:
             for tid in [*evicted, *([dup.turn_id] if dup is not None else [])]:
                 s.tree.remove(tid)
-            thread = self.selector.continued_thread(s, qv)
+            thread = self.selector.continued_thread(s, qv, query)
             cluster_id, chain_id, moved = s.tree.insert(turn, thread)
             turn = replace(turn, cluster_id=cluster_id, chain_id=chain_id)
             upsert = [turn] + [replace(s.turns[tid], cluster_id=cid)

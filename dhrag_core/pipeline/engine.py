@@ -20,6 +20,7 @@ from typing import Any
 import numpy as np
 
 from dhrag_core.algorithm.calibration import Calibration
+from dhrag_core.algorithm.discourse import is_follow_up
 from dhrag_core.algorithm.hierarchy import topic_vector
 from dhrag_core.algorithm.integration import Candidate, integrate
 from dhrag_core.algorithm.lexical import word_overlap
@@ -205,7 +206,8 @@ class DHRAG:
             qv = self.history.encode_query(query)
         with timer("history_s"):
             threads = self.history.select_threads(
-                session_id, qv, self.settings.thread_variants if self.settings.use_rewrite else 1
+                session_id, qv, self.settings.thread_variants if self.settings.use_rewrite else 1,
+                follow_up=is_follow_up(query),
             )
         return qv, threads
 
