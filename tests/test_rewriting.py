@@ -10,7 +10,8 @@ import numpy as np
 import pytest
 
 from dhrag_core import LightRewriter, SelectedTurn, Turn
-from dhrag_core.algorithm.coreference import antecedents, referring_expression
+from dhrag_core.algorithm.coreference import antecedents, cue_topic, referring_expression
+from dhrag_core.algorithm.discourse import is_follow_up
 from dhrag_core.algorithm.rewriting import is_incomplete, names
 
 FIXTURES = Path(__file__).parent / "fixtures"
@@ -226,3 +227,53 @@ def test_appender_gate_and_names() -> None:
     assert names("what is the great wall") == set()
     with pytest.raises(ValueError, match="mode"):
         LightRewriter(mode="paraphrase")
+
+
+@pytest.mark.parametrize(("query", "subject"), [
+    ("And what about the Great Pyramid of Giza?", "the Great Pyramid of Giza"),
+    ("ok back to guinea pigs, what should they eat?", "guinea pigs"),
+    ("back to the great pyramid: how long would it have taken to build?", "the great pyramid"),
+    ("going back to lunar eclipses - how long can the total part last?", "lunar eclipses"),
+    ("and the pantheon, what's that?", "the pantheon"),
+    ("what about alan shepard, did he go?", "alan shepard"),
+])
+def test_a_cue_names_the_subject(query: str, subject: str) -> None:
+    assert cue_topic(query)[0] == subject
+    assert not is_follow_up(query)  # it names its subject: no follow-up of the latest turn
+
+
+@pytest.mark.parametrize("query", ["and in 2019?", "how about in 1990?", "and how many?",
+                                   "What about its height?", "what about him?"])
+def test_no_cue_subject(query: str) -> None:
+    assert cue_topic(query)[0] is None
+
+
+@pytest.mark.parametrize(("history", "query", "expected"), [
+    ([turn(0, "who invented the photo booth", "Anatol Josepho, in 1925.")],
+     "how much did it cost?", "how much did the photo booth cost?"),
+    ([turn(0, "What causes sickle cell disease?", "A mutation in the haemoglobin gene.")],
+     "how is it treated?", "how is sickle cell disease treated?"),
+    ([turn(0, "how big do red pandas get", "About 60 cm long, plus the tail.")],
+     "what do they eat?", "what do red pandas eat?"),
+    ([turn(0, "totally unrelated: what exactly is a cherry blossom?", "A flower of the genus "
+           "Prunus.")], "where does it grow?", "where does a cherry blossom grow?"),
+])
+def test_subjects_of_lower_case_questions(history: list[SelectedTurn], query: str,
+                                          expected: str) -> None:
+    assert rewrite(query, history) == expected
+
+
+def test_the_subject_just_switched_to_is_the_antecedent() -> None:
+    """"It" after "And what about X?" is X, though the older subject was named more often."""
+    history = [turn(0, "Tell me about the Eiffel Tower.", "A lattice tower in Paris.", 0.9),
+               turn(1, "When was the Eiffel Tower built?", "From 1887 to 1889.", 0.9),
+               turn(2, "And what about the Great Pyramid of Giza?", "The largest pyramid.", 0.3)]
+    assert rewrite("Who was it built for?", history) == (
+        "Who was the Great Pyramid of Giza built for?")
+    assert antecedents(history[:2])[0].text != "the Great Pyramid of Giza"
+
+
+def test_a_question_naming_its_subject_in_a_cue_is_kept() -> None:
+    history = [turn(0, "when did shakespeare write hamlet", "Around 1600.")]
+    query = "how about romeo and juliet, when was that one written?"
+    assert rewrite(query, history) == query

@@ -123,3 +123,50 @@ def test_llamaindex_chat_engine(minilm: MiniLMEmbedder) -> None:
     text = {p.id: p.text for p in PASSAGES}
     assert text[KHUFU] in [n.node.get_content() for n in replies[3].source_nodes[:4]]
     assert replies[4].source_nodes[0].node.get_content() == text[EIFFEL_HEIGHT]
+
+
+def _ranked(sel: Any) -> list[str]:
+    return [p.id for p in sel.passages]
+
+
+def test_pattern_comparison(minilm: MiniLMEmbedder) -> None:
+    sels = _talk(_engine(minilm), [("How tall is the Eiffel Tower?", "330 metres."),
+                                   ("And what about the Great Pyramid?", "About 146 metres."),
+                                   ("Which one is taller?", "The Eiffel Tower.")], 4)
+    assert set(_ranked(sels[2])[:2]) == {EIFFEL_HEIGHT, PYRAMID_HEIGHT}
+
+
+def test_pattern_drill_down(minilm: MiniLMEmbedder) -> None:
+    kb = FaissKnowledgeBase(PASSAGES, minilm)
+    sels = _talk(DHRAG(kb), [("When was the Statue of Liberty dedicated?", "In 1886."),
+                             ("Who gave it?", "The people of France."),
+                             ("Where does it stand?", "On Liberty Island.")], 4)
+    assert "statue of liberty" in sels[2].rewritten_query.lower()
+    alone = [p.id for p in kb.search("Where does it stand?", 20)]
+    assert _ranked(sels[2]).index("lm13") < alone.index("lm13")  # "on Liberty Island"
+
+
+def test_pattern_unrelated_fully_specified(minilm: MiniLMEmbedder) -> None:
+    """A question that says everything keeps its own ranking; its follow-up then uses it."""
+    kb = FaissKnowledgeBase(PASSAGES, minilm)
+    specified = "What is Machu Picchu, the Inca citadel in Peru?"
+    sels = _talk(DHRAG(kb), [("Tell me about the Colosseum.", "An amphitheatre in Rome."),
+                             ("How many spectators could it hold?", "50,000 to 80,000."),
+                             (specified, "A 15th-century Inca citadel."),
+                             ("When was it built?", "In the 15th century.")], 4)
+    assert _ranked(sels[2]) == [p.id for p in kb.search(specified, 4)]
+    assert "machu picchu" in sels[3].rewritten_query.lower()
+    assert "lm18" in _ranked(sels[3])
+
+
+def test_pattern_unnamed_return(minilm: MiniLMEmbedder) -> None:
+    """Back to the first subject without naming it: only the Taj Mahal has an emperor."""
+    sels = _talk(_engine(minilm), [
+        ("Who commissioned the Taj Mahal?", "The Mughal emperor Shah Jahan, in 1632."),
+        ("What is it made of?", "Ivory-white marble."),
+        ("What is Stonehenge?", "A prehistoric monument in England."),
+        ("Which plain is it on?", "Salisbury Plain."),
+        ("Who was buried in the emperor's mausoleum?", "Shah Jahan's wife."),
+    ], 4)
+    assert _ranked(sels[4])[0] == "lm16"
+    assert sels[4].history[0].turn.query == "Who commissioned the Taj Mahal?"
