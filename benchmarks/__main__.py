@@ -60,8 +60,9 @@ def _common(p: argparse.ArgumentParser) -> None:
     p.add_argument("--cache", type=Path, default=None,
                    help="cache root for converted data and embeddings (default: ~/.cache/dhrag)")
     p.add_argument("--bench", type=Path, default=None,
-                   help="neutral-format folder (kb.jsonl, tasks.jsonl); "
-                        "default: <cache>/benchmarks/mtrag")
+                   help="neutral-format folder (kb.jsonl, tasks.jsonl; a folder with "
+                        "tasks.jsonl alone is scored over the MTRAG knowledge base, as "
+                        "benchmarks/scenarios); default: <cache>/benchmarks/mtrag")
     p.add_argument("--import", dest="imports", action="append", default=[], metavar="MODULE",
                    help="import MODULE first (it may call register_system); repeatable")
     p.add_argument("-v", "--verbose", action="store_true", help="debug logging")
@@ -151,7 +152,15 @@ def _run(args: argparse.Namespace) -> int:
     from benchmarks.runner import QUICK_SYSTEMS, RunConfig, run_benchmark
 
     data, cache, bench = _paths(args)
-    _ensure_converted(data, bench, explicit=args.bench is not None)
+    kb_file = None
+    if args.bench is not None and not (bench / KB_FILE).is_file() \
+            and (bench / TASKS_FILE).is_file():
+        # tasks over the MTRAG knowledge base (benchmarks/scenarios): converted on first use
+        mtrag = cache / "benchmarks" / "mtrag"
+        _ensure_converted(data, mtrag, explicit=False)
+        kb_file = mtrag / KB_FILE
+    else:
+        _ensure_converted(data, bench, explicit=args.bench is not None)
     for name, why in benchmarks.dhrag_systems.SKIPPED.items():
         print(f"{name}: skipped, {why}", file=sys.stderr)
     if args.systems:
@@ -159,7 +168,7 @@ def _run(args: argparse.Namespace) -> int:
     else:
         systems = QUICK_SYSTEMS if args.quick else ("*",)
     config = RunConfig(
-        bench_dir=bench, cache_dir=cache, systems=systems,
+        bench_dir=bench, cache_dir=cache, systems=systems, kb_file=kb_file,
         seed_npz=_seed(args.seed_npz, data if args.embedder == "minilm" else None),
         k=args.k, baseline=args.baseline, quick=args.quick, quick_domain=args.domain,
         quick_conversations=args.conversations, show_progress=not args.no_progress,

@@ -304,15 +304,18 @@ def build_conversations(tasks: Sequence[Task]) -> list[Conversation]:
     return [_conversation(cid, ts) for cid, ts in groups.items()]
 
 
-def load_benchmark(directory: str | os.PathLike[str]) -> Benchmark:
-    """Load ``kb.jsonl`` and ``tasks.jsonl`` from ``directory`` and check gold ids exist."""
+def load_benchmark(directory: str | os.PathLike[str],
+                   kb_file: str | os.PathLike[str] | None = None) -> Benchmark:
+    """Load ``kb.jsonl`` (or ``kb_file``: tasks over another benchmark's knowledge base) and
+    ``tasks.jsonl`` from ``directory`` and check gold ids exist."""
     root = Path(directory).expanduser()
-    for name in (KB_FILE, TASKS_FILE):
-        if not (root / name).is_file():
+    kb_path = root / KB_FILE if kb_file is None else Path(kb_file).expanduser()
+    for path in (kb_path, root / TASKS_FILE):
+        if not path.is_file():
             raise FileNotFoundError(
-                f"{root / name} not found: convert a dataset first (python -m benchmarks convert)"
+                f"{path} not found: convert a dataset first (python -m benchmarks convert)"
             )
-    kb = load_kb(root / KB_FILE)
+    kb = load_kb(kb_path)
     tasks = load_tasks(root / TASKS_FILE)
     ids = {p.key for p in kb}
     missing = {r for t in tasks for r in t.relevant if r not in ids}

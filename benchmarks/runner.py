@@ -53,6 +53,8 @@ class RunConfig:
 
     Attributes:
         bench_dir: Folder with ``kb.jsonl`` and ``tasks.jsonl``.
+        kb_file: The knowledge base, when not the folder's own ``kb.jsonl`` (tasks written
+            over another benchmark's knowledge base, such as ``benchmarks/scenarios``).
         cache_dir: Cache root for KB embeddings (outside the repository).
         systems: Registered system names or globs.
         seed_npz: Optional precomputed KB embeddings to seed the cache from.
@@ -78,6 +80,7 @@ class RunConfig:
     bench_dir: Path
     cache_dir: Path
     systems: tuple[str, ...]
+    kb_file: Path | None = None
     seed_npz: Path | None = None
     k: int = 10
     baseline: str = "last-turn"
@@ -246,7 +249,7 @@ def run_benchmark(config: RunConfig, embedder: Embedder | None = None,
         names.insert(0, config.baseline)
     timings: dict[str, float] = {}
     t0 = time.perf_counter()
-    data = bench if bench is not None else load_benchmark(config.bench_dir)
+    data = bench if bench is not None else load_benchmark(config.bench_dir, config.kb_file)
     if config.quick:
         data = quick_subset(data, domain=config.quick_domain,
                             n_conversations=config.quick_conversations,

@@ -56,6 +56,8 @@ class Settings:
             ``search_vectors``), to be re-ranked by the expanded query vector; ``None``: ``kb_k``.
         context_k: Passages in the integrated context.
         expansion: Weight of the selected history in the expanded query vector.
+        follow_up_expansion: ``expansion`` for a follow-up that names nothing and stays in the
+            latest turn's thread (``use_cues``): only the history says what it is about.
         rewrite_vector: Embed the rewritten query (one more encoding) as the base of the
             expanded query vector, instead of the raw query (on both paths: a knowledge base
             searched by text always gets the rewritten text).
@@ -113,9 +115,10 @@ class Settings:
         use_recency: Recency in the weights and the thread choice (off: relevance only).
         use_integration: Merge history passages into the context (off: knowledge base only).
         use_rewrite: Query reconstruction and vector expansion (off: the raw query).
-        use_cues: Read the question's words for its thread (``algorithm.discourse``): a
-            follow-up that names nothing stays in the latest turn's thread unless another is
-            ``follow_up_margin`` more relevant (off: the vectors alone decide).
+        use_cues: Read the question's words (``algorithm.discourse``): a follow-up that names
+            nothing stays in the latest turn's thread unless another is ``follow_up_margin``
+            more relevant, and is expanded with ``follow_up_expansion`` (off: the vectors
+            alone decide, every query expanded with ``expansion``).
         calibrate: Centre every vector on the embedder's mean direction before comparing
             (``algorithm.calibration``), so that the thresholds and weights above mean the
             same for any embedder; off: vectors are compared as the embedder gives them.
@@ -151,6 +154,7 @@ class Settings:
     text_k: int | None = None
     context_k: int = 10
     expansion: float = 0.5
+    follow_up_expansion: float = 0.75
     topic_answer_weight: float = 3.0
     topic_passage_weight: float = 3.0
     rewrite_vector: bool = False
@@ -202,6 +206,7 @@ class Settings:
             _check_range("text_k", self.text_k, 1, 10**6, integer=True)
         _check_range("min_tree_turns", self.min_tree_turns, 0, 10**9, integer=True)
         _check_range("expansion", self.expansion, 0.0, 100.0)
+        _check_range("follow_up_expansion", self.follow_up_expansion, 0.0, 100.0)
         _check_range("root_weight", self.root_weight, 0.0, 100.0)
         _check_range("topic_answer_weight", self.topic_answer_weight, 0.0, 100.0)
         _check_range("topic_passage_weight", self.topic_passage_weight, 0.0, 100.0)

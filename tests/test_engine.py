@@ -213,8 +213,9 @@ def test_text_path_searches_the_rewrite_and_ranks_by_the_expanded_vector(
     base = rag.history.calibrate(emb.encode([s2.rewritten_query if rewrite_vector
                                              else s2.query])[0])
     cfg = rag.settings
+    # "How long is it?" names nothing and stays in the latest thread: follow_up_expansion
     expected = rag.history.calibration.invert(expand_vector(
-        base, s2.history, cfg.expansion,
+        base, s2.history, cfg.follow_up_expansion,
         lambda t: topic_vector(t, cfg.topic_answer_weight, cfg.topic_passage_weight)))
     np.testing.assert_allclose(s2.search_vector, expected, atol=1e-6)
     kb_items = [c for c in s2.context if c.source == "kb"]
@@ -698,3 +699,29 @@ def test_lexical_weight_lets_the_questions_words_reorder_the_context(
     rag = DHRAG(kb, settings=Settings(lexical_weight=weight))
     top = rag.select("u", question).context[0].passage.id
     assert top == ("1" if weight else "0")
+
+
+def test_follow_up_expansion_only_for_a_follow_up_in_the_latest_thread() -> None:
+    """A follow-up that names nothing is expanded with ``follow_up_expansion``; a question
+    that names its subject, or any question with ``use_cues=False``, with ``expansion``."""
+    emb = HashingEmbedder()
+
+    def search_vector(query: str, **changes: object) -> np.ndarray:
+        rag = DHRAG(FaissKnowledgeBase(KB, emb), embedder=emb,
+                    settings=Settings(expansion=0.5, follow_up_expansion=2.0,
+                                      clarity_threshold=None, **changes))
+        s1 = rag.select("u", "What is the Great Wall of China built of?")
+        rag.record("u", s1.query, "Stone, brick and earth.", selection=s1)
+        s2 = rag.select("u", query)
+        cfg = rag.settings
+        weight = (cfg.follow_up_expansion if cfg.use_cues and query == "How long is it?"
+                  else cfg.expansion)
+        expected = rag.history.calibration.invert(expand_vector(
+            rag.history.calibrate(emb.encode([query])[0]), s2.history, weight,
+            lambda t: topic_vector(t, cfg.topic_answer_weight, cfg.topic_passage_weight)))
+        np.testing.assert_allclose(s2.search_vector, expected, atol=1e-6)
+        return s2.search_vector
+
+    assert not np.allclose(search_vector("How long is it?"),
+                           search_vector("How long is it?", use_cues=False))
+    search_vector("How long is the Great Wall of China?")

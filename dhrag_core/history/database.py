@@ -252,6 +252,13 @@ class HistoryDatabase:
             return self._selector.select_threads(s, qv, n, lambda: self.clock(),
                                                  follow_up=follow_up)
 
+    def latest_thread(self, session_id: str) -> int | None:
+        """The thread (chain) of the session's latest turn; ``None`` without turns."""
+        check_session_id(session_id)
+        s = self._session(session_id)
+        with s.lock:
+            return s.tree.chain_of(s.latest) if s.latest is not None else None
+
     def stats(self, session_id: str) -> dict[str, Any]:
         """Size of the session's tree: turns, clusters, chains and chain-length statistics."""
         check_session_id(session_id)

@@ -159,12 +159,12 @@ class DHRAG:
         cfg = self.settings
         k = cfg.context_k if k is None else check_k(k)
         timer = StageTimer()
-        qv, threads = self._match(session_id, query, timer)
+        qv, threads, expansion = self._match(session_id, query, timer)
         history = threads[0]
         with timer("rewrite_s"):
             rewrite = self._rewrite(query, history)
         with timer("expand_s"):
-            search = self._search_vectors(query, qv, rewrite, threads)
+            search = self._search_vectors(query, qv, rewrite, threads, expansion)
         with timer("kb_s"):
             kb = self._search_kb(rewrite.text, search)
         return self._keep_pending(
@@ -183,13 +183,13 @@ class DHRAG:
         check_session_id(session_id)
         k = self.settings.context_k if k is None else check_k(k)
         timer = StageTimer()
-        qv, threads = await asyncio.to_thread(self._match, session_id, query, timer)
+        qv, threads, expansion = await asyncio.to_thread(self._match, session_id, query, timer)
         history = threads[0]
         with timer("rewrite_s"):
             rewrite = await self._arewrite(query, history)
         with timer("expand_s"):
             search = await asyncio.to_thread(
-                self._search_vectors, query, qv, rewrite, threads
+                self._search_vectors, query, qv, rewrite, threads, expansion
             )
         with timer("kb_s"):
             kb = await self._asearch_kb(rewrite.text, search)
@@ -200,16 +200,23 @@ class DHRAG:
 
     def _match(
         self, session_id: str, query: str, timer: StageTimer
-    ) -> tuple[Vector, list[list[SelectedTurn]]]:
-        """The query vector and the selections inside the candidate threads (T*'s first)."""
+    ) -> tuple[Vector, list[list[SelectedTurn]], float]:
+        """The query vector, the selections inside the candidate threads (T*'s first) and the
+        weight of the history in the expanded query: ``follow_up_expansion`` for a follow-up
+        that names nothing and stays in the latest turn's thread (only the history says what
+        it is about), else ``expansion``."""
+        cfg = self.settings
         with timer("encode_s"):
-            qv = self.history.encode_query(query)
+            qv = self.history.encode_query(query)  # validates the query first
+        follow_up = is_follow_up(query)
         with timer("history_s"):
             threads = self.history.select_threads(
-                session_id, qv, self.settings.thread_variants if self.settings.use_rewrite else 1,
-                follow_up=is_follow_up(query),
+                session_id, qv, cfg.thread_variants if cfg.use_rewrite else 1,
+                follow_up=follow_up,
             )
-        return qv, threads
+            stays = (follow_up and cfg.use_cues and bool(threads[0])
+                     and threads[0][0].chain_id == self.history.latest_thread(session_id))
+        return qv, threads, cfg.follow_up_expansion if stays else cfg.expansion
 
     async def _arewrite(self, query: str, history: Sequence[SelectedTurn]) -> Rewrite:
         if not self.settings.use_rewrite or not history:
@@ -226,7 +233,8 @@ class DHRAG:
         return self.rewriter.rewrite(query, history)
 
     def _search_vectors(
-        self, query: str, qv: Vector, rewrite: Rewrite, threads: Sequence[Sequence[SelectedTurn]]
+        self, query: str, qv: Vector, rewrite: Rewrite, threads: Sequence[Sequence[SelectedTurn]],
+        expansion: float | None = None,
     ) -> Vector:
         """The query vectors to search with, one per row, the expanded query first.
 
@@ -239,9 +247,11 @@ class DHRAG:
         and the raw query (``search_raw_query``): when T* is a wrong guess, the right thread or
         the query alone still ranks its passages. Searched by vector, each row is a search; a
         knowledge base searched by text gets the rewritten text, and its candidates are
-        re-ranked by these rows (each by its best match).
+        re-ranked by these rows (each by its best match). ``expansion``: the history's weight
+        in T*'s row (default ``Settings.expansion``).
         """
         cfg = self.settings
+        strength = cfg.expansion if expansion is None else expansion
         if not cfg.use_rewrite:
             return qv[None, :]
         calibration = self.history.calibration
@@ -252,7 +262,7 @@ class DHRAG:
         def topic(t: Turn) -> Vector:
             return topic_vector(t, cfg.topic_answer_weight, cfg.topic_passage_weight)
 
-        rows = [expand_vector(base, threads[0], cfg.expansion, topic)]
+        rows = [expand_vector(base, threads[0], strength, topic)]
         if threads[0]:
             rows += [expand_vector(centred, h, cfg.expansion, topic) for h in threads[1:] if h]
             if cfg.search_raw_query:
