@@ -21,7 +21,7 @@ __all__ = [
     "ABLATIONS", "HISTORY_STAGES", "SKIPPED", "DHRAGSystem", "MemoEmbedder", "ThreadOracleSystem",
 ]
 
-ABLATIONS = ("clustering", "hierarchy", "chains", "recency", "integration", "rewrite")
+ABLATIONS = ("clustering", "hierarchy", "chains", "recency", "integration", "rewrite", "cues")
 HISTORY_STAGES = ("history_s", "rewrite_s", "expand_s", "integrate_s")
 """Stages of ``select`` that are DH-RAG's own work (not embedding, not the KB search); with
 ``record``'s ``update_s`` they make the history work of a turn."""
