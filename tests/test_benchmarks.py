@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import math
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -960,3 +961,22 @@ def test_mpnet_says_how_to_install_it(tmp_path: Path, monkeypatch: pytest.Monkey
         embedders.mpnet_folder(tmp_path)
     with pytest.raises(ValueError, match="unknown embedder"):
         embedders.bench_embedder("e5", tmp_path)
+
+
+def test_thread_tracking_summary() -> None:
+    from benchmarks.thread_tracking import TrackedTurn, summarise, topic_of
+
+    t = Task(task_id="s::2", conversation_id="s", turn=2, history=(), question="q",
+             relevant=("x",), tags={"topic": "nile+amazon"})
+    assert topic_of(t) == {"nile", "amazon"}
+    assert topic_of(replace(t, tags={"thread": "c7", "topic": "x"})) == {"c7"}
+    turns = [TrackedTurn(kind="continue", pattern="p", mrr=1.0, dhrag=True, rule=False,
+                         previous=True),
+             TrackedTurn(kind="continue", pattern="p", mrr=0.0, dhrag=None, rule=True,
+                         previous=True),
+             TrackedTurn(kind="return", pattern="q", mrr=0.5, dhrag=False, rule=True,
+                         previous=False)]
+    out = summarise(turns)
+    assert out["continue on topic: dhrag"] == 0.5  # no history counts as not on topic
+    assert out["continue on topic: rule"] == 0.5 and out["return on topic: rule"] == 1.0
+    assert out["MRR@10 by pattern"] == {"p": 0.5, "q": 0.5}

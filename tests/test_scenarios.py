@@ -65,3 +65,19 @@ def test_every_gold_passage_is_in_the_knowledge_base(tmp_path: Path) -> None:
     tasks = load_tasks(SCENARIOS / "tasks.jsonl")
     missing = sorted({r for t in tasks for r in t.relevant} - ids)
     assert not missing
+
+
+def test_the_thread_oracle_reads_the_topics() -> None:
+    """A session per topic of a conversation; a comparison stays with the turn before it."""
+    from benchmarks.runner import true_threads
+
+    tasks = load_tasks(SCENARIOS / "tasks.jsonl")
+    threads = true_threads(tasks)
+    by_id = {(t.conversation_id, t.turn): t for t in tasks}
+    for (cid, turn), thread in threads.items():
+        topic = by_id[(cid, turn)].tags["topic"]
+        if "+" in topic:
+            assert thread == threads[(cid, turn - 1)] and thread in topic.split("+")
+        else:
+            assert thread == topic
+    assert len({threads[("sw07", n)] for n in range(1, 7)}) == 2  # pyramid, forbidden city
