@@ -23,6 +23,7 @@ __all__ = [
     "HashingEmbedder",
     "LocalModelEmbedder",
     "MiniLMEmbedder",
+    "encode_checked",
     "l2_normalise",
     "stem_forms",
     "token_set",
@@ -41,6 +42,23 @@ class Embedder(Protocol):
     def dimension(self) -> int: ...
 
     def encode(self, texts: Sequence[str]) -> Vector: ...
+
+
+def encode_checked(embedder: Embedder, texts: Sequence[str]) -> Vector:
+    """``embedder.encode(texts)`` as a float32 ``(len(texts), dimension)`` matrix; a result of
+    another type or shape is a ``TypeError`` naming the embedder, not a numpy error later."""
+    name = type(embedder).__name__
+    try:
+        found = embedder.encode(texts)
+        out = np.asarray(found, dtype=np.float32)
+    except (TypeError, ValueError) as exc:
+        raise TypeError(f"{name}.encode(texts) must return a (n_texts, dimension) array of "
+                        f"numbers: {exc}") from exc
+    want = (len(texts), embedder.dimension)
+    if out.shape != want:
+        raise TypeError(f"{name}.encode(texts) returned shape {out.shape} for {len(texts)} "
+                        f"text(s); expected {want} (n_texts, dimension={embedder.dimension})")
+    return out
 
 
 def l2_normalise(matrix: np.ndarray) -> Vector:

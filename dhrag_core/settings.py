@@ -205,6 +205,10 @@ class Settings:
         if self.text_k is not None:
             _check_range("text_k", self.text_k, 1, 10**6, integer=True)
         _check_range("min_tree_turns", self.min_tree_turns, 0, 10**9, integer=True)
+        if self.context_k > self.max_passages:
+            raise ValueError(
+                f"context_k ({self.context_k}) exceeds max_passages ({self.max_passages}): a "
+                "turn stores the passages it showed; lower context_k or raise max_passages")
         _check_range("expansion", self.expansion, 0.0, 100.0)
         _check_range("follow_up_expansion", self.follow_up_expansion, 0.0, 100.0)
         _check_range("root_weight", self.root_weight, 0.0, 100.0)

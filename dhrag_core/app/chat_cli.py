@@ -9,6 +9,7 @@ import contextlib
 import io
 import os
 import sys
+import unicodedata
 from collections.abc import Iterable, Iterator, Sequence
 from datetime import datetime
 from pathlib import Path
@@ -31,6 +32,7 @@ from dhrag_core.knowledge.ingest import load_kb
 from dhrag_core.llm import OpenAICompatibleLLM, llm_from_env
 from dhrag_core.pipeline.engine import DHRAG
 from dhrag_core.records import Turn
+from dhrag_core.settings import Settings
 from dhrag_core.store import open_store, redact_dsn
 from dhrag_core.validation import check_k, check_session_id
 
@@ -232,11 +234,23 @@ def add_sessions_arguments(parser: argparse.ArgumentParser) -> None:
                         help="delete these sessions (their turns and derived state)")
 
 
+def shown_id(session_id: str) -> str:
+    """A session id as listed: as is when it prints as one unambiguous line, else escaped
+    (``ascii``), so that a newline cannot forge a line and two ids that look alike (composed
+    and decomposed accents, surrounding spaces) list differently."""
+    plain = (session_id.isprintable() and session_id.strip() == session_id
+             and unicodedata.normalize("NFC", session_id) == session_id)
+    return session_id if plain else ascii(session_id)
+
+
 def _describe(turns: Sequence[Turn]) -> str:
     if not turns:
         return "no turns"
     last = max(turns, key=lambda t: t.timestamp)
-    when = datetime.fromtimestamp(last.timestamp).strftime("%Y-%m-%d %H:%M")
+    try:
+        when = datetime.fromtimestamp(last.timestamp).strftime("%Y-%m-%d %H:%M")
+    except (OverflowError, OSError, ValueError):  # a time no date can be made of
+        when = "?"
     kb = last.metadata.get("kb") or "?"
     return f"{plural(len(turns), 'turn')}, last {when}, knowledge base {kb}"
 
@@ -266,7 +280,8 @@ def run_sessions(args: argparse.Namespace, stdout: TextIO | None = None) -> int:
             if not args.delete:
                 out.write(printable(f"{plural(len(ids), 'session')} in {shown}") + "\n")
                 for sid in ids:
-                    out.write(printable(f"  {sid}: {_describe(store.load(sid)[0])}") + "\n")
+                    out.write(printable(f"  {shown_id(sid)}: {_describe(store.load(sid)[0])}")
+                              + "\n")
         finally:
             store.close()
     except (OSError, ValueError, TypeError) as exc:
@@ -302,6 +317,9 @@ def run_chat(args: argparse.Namespace, stdin: TextIO | None = None,
         llm: OpenAICompatibleLLM | None = llm_from_env(args.base_url, args.model, args.api_key,
                                                        timeout=args.timeout)
         k = None if args.k is None else check_k(args.k)
+        if k is not None and k > Settings().max_passages:
+            raise ValueError(f"--k {k} is above the {Settings().max_passages} passages a turn "
+                             "can store (Settings.max_passages)")
         if not 1 <= args.min_words <= args.max_words:
             raise ValueError(f"need 1 <= --min-words <= --max-words, got {args.min_words} and "
                              f"{args.max_words}")

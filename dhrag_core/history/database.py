@@ -21,7 +21,7 @@ from dhrag_core.algorithm.calibration import Calibration, calibrate
 from dhrag_core.algorithm.chains import chain_length_stats
 from dhrag_core.algorithm.discourse import is_follow_up
 from dhrag_core.algorithm.summaries import ExtractiveSummariser, Summariser
-from dhrag_core.embedding import Embedder, MiniLMEmbedder
+from dhrag_core.embedding import Embedder, MiniLMEmbedder, encode_checked
 from dhrag_core.history.inputs import check_passages, check_timestamp, check_vector, encode_turn
 from dhrag_core.history.selection import Selector
 from dhrag_core.history.session import SessionState
@@ -135,7 +135,7 @@ class HistoryDatabase:
         """The embedding of a query (validated like ``add`` validates it), as the embedder
         gives it."""
         check_text("query", query, max_chars=self.settings.max_query_chars)
-        out: Vector = self.embedder.encode([query])[0]
+        out: Vector = encode_checked(self.embedder, [query])[0]
         return out
 
     def _query_vector(self, query: str | Vector) -> Vector:

@@ -14,7 +14,7 @@ from typing import Any
 import numpy as np
 
 from dhrag_core.algorithm.calibration import Calibration
-from dhrag_core.embedding import Embedder, l2_normalise, token_set, tokens
+from dhrag_core.embedding import Embedder, encode_checked, l2_normalise, token_set, tokens
 from dhrag_core.records import Passage, Vector
 from dhrag_core.settings import Settings
 from dhrag_core.validation import CLEANED_KEY, check_text, clean_passage
@@ -55,12 +55,19 @@ def check_passages(passages: Any, settings: Settings) -> list[Passage]:
     return out
 
 
+_EARLIEST, _LATEST = -62_135_596_800.0, 253_402_300_799.0  # years 1 and 9999, in Unix seconds
+
+
 def check_timestamp(timestamp: Any) -> None:
-    if timestamp is not None and (
-        isinstance(timestamp, bool) or not isinstance(timestamp, (int, float))
-        or not np.isfinite(timestamp)
-    ):
+    """A Unix time in seconds that a date can be made of (years 1 to 9999), or ``None``."""
+    if timestamp is None:
+        return
+    if (isinstance(timestamp, bool) or not isinstance(timestamp, (int, float))
+            or not np.isfinite(timestamp)):
         raise TypeError(f"timestamp must be a finite number of seconds, got {timestamp!r}")
+    if not _EARLIEST <= timestamp <= _LATEST:
+        raise ValueError(f"timestamp must be Unix seconds between the years 1 and 9999 "
+                         f"({_EARLIEST:.0f} to {_LATEST:.0f}), got {timestamp!r}")
 
 
 def check_vector(name: str, v: Any, dimension: int) -> Vector:
@@ -123,7 +130,7 @@ def encode_turn(
     encode_response = bool(response) and shares is None
     texts = ([query] if query_vector is None else []) + ([response] if encode_response else [])
     texts += [items[i].text for i in missing]
-    enc = embedder.encode(texts) if texts else np.zeros((0, dim), np.float32)
+    enc = encode_checked(embedder, texts) if texts else np.zeros((0, dim), np.float32)
     pos = 0
     if query_vector is None:
         qv = enc[0]

@@ -9,7 +9,7 @@ from typing import Protocol, runtime_checkable
 import faiss
 import numpy as np
 
-from dhrag_core.embedding import Embedder, MiniLMEmbedder, l2_normalise
+from dhrag_core.embedding import Embedder, MiniLMEmbedder, encode_checked, l2_normalise
 from dhrag_core.records import Passage, Vector
 from dhrag_core.settings import Settings
 from dhrag_core.validation import check_k, clean_passage
@@ -95,7 +95,7 @@ class FaissKnowledgeBase:
         texts = [p.text for p in self.passages]
         chunks = []
         for start in range(0, len(texts), batch_size):
-            chunks.append(self.embedder.encode(texts[start : start + batch_size]))
+            chunks.append(encode_checked(self.embedder, texts[start : start + batch_size]))
             log.debug("encoded %d/%d passages", min(start + batch_size, len(texts)), len(texts))
         if not chunks:
             return np.zeros((0, self.embedder.dimension), dtype=np.float32)
@@ -106,7 +106,7 @@ class FaissKnowledgeBase:
 
     def search(self, query: str, k: int) -> list[Passage]:
         """The ``k`` passages most similar to ``query``, best first, with scores and vectors."""
-        return self.search_vectors(self.embedder.encode([query]), k)[0]
+        return self.search_vectors(encode_checked(self.embedder, [query]), k)[0]
 
     def search_vectors(self, queries: np.ndarray, k: int) -> list[list[Passage]]:
         """Batch search by query embeddings (one list of passages per row)."""

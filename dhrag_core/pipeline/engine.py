@@ -26,7 +26,7 @@ from dhrag_core.algorithm.integration import Candidate, integrate
 from dhrag_core.algorithm.lexical import word_overlap
 from dhrag_core.algorithm.rewriting import LightRewriter, QueryRewriter, Rewrite, expand_vector
 from dhrag_core.algorithm.summaries import Summariser
-from dhrag_core.embedding import Embedder
+from dhrag_core.embedding import Embedder, encode_checked
 from dhrag_core.history import AddResult, HistoryDatabase
 from dhrag_core.knowledge.base import KnowledgeBase
 from dhrag_core.records import ContextItem, Passage, SelectedTurn, Selection, Turn, Vector
@@ -296,7 +296,7 @@ class DHRAG:
         with timer("encode_s"):
             vectors = self._passage_vectors(kb)
         with timer("integrate_s"):
-            kb = [p if p.vector is not None else replace(p, vector=v)
+            kb = [p if p.vector is v else replace(p, vector=v)
                   for p, v in zip(kb, vectors, strict=True)]
             threshold = self.settings.clarity_threshold
             clarity = self._clarity(qv, vectors)
@@ -357,7 +357,9 @@ class DHRAG:
     def _passage_vectors(self, passages: Sequence[Passage]) -> list[Vector]:
         """Vectors of passages from the knowledge base: their own, a cached one, or encoded.
 
-        Retrievers that return text only would otherwise cost an encoding of every passage
+        A vector that is not finite (a damaged index row) counts as none: the passage is
+        encoded from its text. Retrievers that return text only would otherwise cost an
+        encoding of every passage
         on every turn (~30 passages/s for MiniLM on 2 cores); a conversation keeps meeting
         the same passages, so an LRU cache by passage id (or text) removes most of it. The
         cache is shared by threads: every look-up and change holds ``_vector_lock`` (encoding
@@ -368,14 +370,15 @@ class DHRAG:
         missing: list[int] = []
         with self._vector_lock:
             for i, p in enumerate(passages):
-                v = p.vector if p.vector is not None else cache.get(p.key)
-                if v is not None and p.vector is None:
+                own = p.vector if p.vector is not None and _finite(p.vector) else None
+                v = own if own is not None else cache.get(p.key)
+                if v is not None and own is None:
                     cache.move_to_end(p.key)
                 out.append(v)
                 if v is None:
                     missing.append(i)
         if missing:
-            enc = self.history.embedder.encode([passages[i].text for i in missing])
+            enc = encode_checked(self.history.embedder, [passages[i].text for i in missing])
             with self._vector_lock:
                 for i, v in zip(missing, enc, strict=True):
                     out[i] = v
@@ -401,7 +404,8 @@ class DHRAG:
 
         The passages are ``passages`` when given, else the context of ``selection``, else
         that of the session's pending selection (the latest ``select``) if it was made for
-        ``query`` (it is then no longer pending), else none.
+        ``query`` (it is then no longer pending), else none; a context longer than
+        ``Settings.max_passages`` (``select`` with a larger ``k``) keeps its best ones.
         """
         check_session_id(session_id)
         if selection is not None and selection.session_id != session_id:
@@ -415,9 +419,11 @@ class DHRAG:
             )
         taken = self._take_pending(session_id, query)
         selection = selection if selection is not None else taken
+        # a selection made with a k above max_passages stores its best max_passages
         shown: Sequence[Passage | str] = (
             passages if passages is not None
-            else (selection.passages if selection is not None else [])
+            else (selection.passages[: self.settings.max_passages] if selection is not None
+                  else [])
         )
         qv = selection.query_vector if selection is not None else None
         try:
@@ -448,6 +454,10 @@ class DHRAG:
         self.history.delete_session(session_id)
         with self._pending_lock:
             self._pending.pop(session_id, None)
+
+
+def _finite(vector: Vector) -> bool:
+    return bool(np.isfinite(np.asarray(vector, dtype=np.float32)).all())
 
 
 def _union(rows: Sequence[Sequence[Passage]]) -> list[Passage]:

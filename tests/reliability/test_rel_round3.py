@@ -1,0 +1,131 @@
+"""Round three of the outside attack (issue 41), as a user meets each finding: a damaged
+knowledge-base vector, a context larger than a turn can store, a timestamp no date can be made
+of, session ids that forge or hide lines, and an embedder returning the wrong thing. Each test
+failed before its fix."""
+
+from __future__ import annotations
+
+import io
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+from dhrag_core import (
+    DHRAG,
+    FaissKnowledgeBase,
+    HashingEmbedder,
+    HistoryDatabase,
+    Passage,
+    Settings,
+)
+from dhrag_core.app.chat_cli import run_chat, run_sessions
+from dhrag_core.app.cli import build_parser
+
+WALLS = [f"The wall number {i} is {i * 10} km long and built of stone." for i in range(80)]
+
+
+class DamagedKB:
+    """A knowledge base whose first passage comes back with a NaN in its vector."""
+
+    def __init__(self, inner: FaissKnowledgeBase) -> None:
+        self.inner = inner
+        self.embedder = inner.embedder
+
+    def search(self, query: str, k: int) -> list[Passage]:
+        return self.inner.search(query, k)
+
+    def search_vectors(self, vectors: np.ndarray, k: int) -> list[list[Passage]]:
+        rows = self.inner.search_vectors(vectors, k)
+        out = []
+        for row in rows:
+            bad = np.array(row[0].vector, dtype=np.float32)
+            bad[3] = np.nan
+            out.append([replace(row[0], vector=bad), *row[1:]])
+        return out
+
+
+def test_a_nan_passage_vector_is_re_encoded_and_the_turn_kept() -> None:
+    emb = HashingEmbedder()
+    rag = DHRAG(DamagedKB(FaissKnowledgeBase(WALLS[:10], emb)), embedder=emb)
+    sel = rag.select("s", "How long is wall number 3?")
+    assert all(np.isfinite(c.weight) for c in sel.context)
+    assert all(np.isfinite(p.vector).all() for p in sel.passages if p.vector is not None)
+    rag.record("s", sel.query, "30 km.")
+    turns = rag.history.turns("s")
+    assert len(turns) == 1 and len(turns[0].passages) == len(sel.passages)
+
+
+def test_a_context_above_max_passages_is_refused_or_capped(tmp_path: Path,
+                                                           capsys: Any) -> None:
+    with pytest.raises(ValueError, match="max_passages"):
+        Settings(context_k=60, kb_k=80)
+    emb = HashingEmbedder()
+    rag = DHRAG(FaissKnowledgeBase(WALLS, emb), embedder=emb, settings=Settings(kb_k=80))
+    sel = rag.select("s", "Which wall is built of stone?", k=60)
+    assert len(sel.passages) == 60
+    rag.record("s", sel.query, "All of them.")
+    stored = rag.history.turns("s")[0].passages
+    assert [p.key for p in stored] == [p.key for p in sel.passages[:50]]  # the best 50
+    args = build_parser().parse_args(["chat", "--kb", str(tmp_path), "--embedder", "hashing",
+                                      "--store", "memory", "--k", "60"])
+    assert run_chat(args, io.StringIO("hello\n"), io.StringIO()) == 2
+    assert "max_passages" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("when", [1e20, 3e11, -1e13])
+def test_a_timestamp_no_date_can_be_made_of_is_refused(when: float, tmp_path: Path) -> None:
+    db = HistoryDatabase(embedder=HashingEmbedder(), store=f"sqlite:///{tmp_path / 'h.db'}")
+    db.add("s", "kept", response="a", timestamp=1_700_000_000.0)
+    with pytest.raises(ValueError, match="between the years 1 and 9999"):
+        db.add("s", "q", response="a", timestamp=when)
+    assert [t.query for t in db.turns("s")] == ["kept"]
+    db.close()
+    args = build_parser().parse_args(["sessions", "--store", f"sqlite:///{tmp_path / 'h.db'}"])
+    out = io.StringIO()
+    assert run_sessions(args, out) == 0 and "1 turn" in out.getvalue()
+
+
+def test_session_ids_that_forge_or_hide_lines_are_escaped(tmp_path: Path) -> None:
+    url = f"sqlite:///{tmp_path / 'h.db'}"
+    db = HistoryDatabase(embedder=HashingEmbedder(), store=url)
+    composed, decomposed = "caf\u00e9", "cafe\u0301"
+    for sid in ("alice", "bob\n  mallory: 99 turns", composed, decomposed):
+        db.add(sid, "q", response="a")
+    db.close()
+    out = io.StringIO()
+    assert run_sessions(build_parser().parse_args(["sessions", "--store", url]), out) == 0
+    lines = out.getvalue().splitlines()
+    assert len(lines) == 5  # the header and one line per session: no forged line
+    assert any(line.startswith("  alice: ") for line in lines)
+    assert any("'bob\\n  mallory: 99 turns'" in line for line in lines)
+    assert any(line.startswith(f"  {composed}: ") for line in lines)
+    assert any("'cafe\\u0301'" in line for line in lines)
+
+
+class WrongEmbedder:
+    """Returns one vector too few, or a list of strings."""
+
+    dimension = 8
+
+    def __init__(self, how: str) -> None:
+        self.how = how
+
+    def encode(self, texts: list[str]) -> Any:
+        if self.how == "short":
+            return np.ones((max(len(texts) - 1, 0), 8), np.float32)
+        if self.how == "wide":
+            return np.ones((len(texts), 9), np.float32)
+        return [["x"] * 8 for _ in texts]
+
+
+@pytest.mark.parametrize("how", ["short", "wide", "strings"])
+def test_an_embedder_returning_the_wrong_thing_is_named(how: str) -> None:
+    db = HistoryDatabase(embedder=WrongEmbedder(how), settings=Settings(calibrate=False))
+    with pytest.raises(TypeError, match=r"WrongEmbedder\.encode\(texts\)"):
+        db.add("s", "a question", response="an answer")
+    with pytest.raises(TypeError, match=r"WrongEmbedder\.encode\(texts\)"):
+        FaissKnowledgeBase(["one", "two"], WrongEmbedder(how))
+    assert db.size("s") == 0
