@@ -129,3 +129,22 @@ def test_an_embedder_returning_the_wrong_thing_is_named(how: str) -> None:
     with pytest.raises(TypeError, match=r"WrongEmbedder\.encode\(texts\)"):
         FaissKnowledgeBase(["one", "two"], WrongEmbedder(how))
     assert db.size("s") == 0
+
+
+@pytest.mark.parametrize("bad", ["nul \x00 in it", "lone \ud800 surrogate", "x" * 1_000_001])
+def test_a_bad_chat_history_message_loses_no_stored_turn(bad: str) -> None:
+    from llama_index.core.base.llms.types import ChatMessage, MessageRole
+    from llama_index.core.llms import MockLLM
+
+    from llamaindex_dhrag import DHRAGChatEngine
+
+    emb = HashingEmbedder()
+    engine = DHRAGChatEngine(DHRAG(FaissKnowledgeBase(WALLS[:10], emb), embedder=emb),
+                             MockLLM(max_tokens=4), session_id="s")
+    for q in ("How long is wall 1?", "And wall 2?", "Which is built of stone?"):
+        engine.chat(q)
+    history = [ChatMessage(role=MessageRole.USER, content="hello"),
+               ChatMessage(role=MessageRole.ASSISTANT, content=bad)]
+    with pytest.raises((ValueError, TypeError)):
+        engine.chat("And wall 3?", chat_history=history)
+    assert len(engine.get_chat_history()) == 6  # the three stored turns, both sides
