@@ -37,6 +37,9 @@ from dhrag_core.validation import as_items, check_found, check_k, check_session_
 
 __all__ = ["DHRAG"]
 
+_PENDING_PER_SESSION = 16
+"""Selections of one session kept pending at once (a batch of its questions)."""
+
 
 class DHRAG:
     """The DH-RAG pipeline over a static knowledge base and a dynamic history database.
@@ -57,7 +60,7 @@ class DHRAG:
             come from it).
         vector_cache_size: Passage vectors kept (LRU) for knowledge bases that return text
             only.
-        max_pending: Sessions whose latest selection is kept until its turn is recorded
+        max_pending: Sessions whose selections are kept until their turns are recorded
             (least recently selected dropped first).
         calibration: How vectors are centred before any comparison; default: measured from
             the embedder (``HistoryDatabase``).
@@ -113,40 +116,52 @@ class DHRAG:
         if isinstance(max_pending, bool) or not isinstance(max_pending, int) or max_pending < 1:
             raise ValueError(f"max_pending must be an int >= 1, got {max_pending!r}")
         self.max_pending = max_pending
-        self._pending: OrderedDict[str, Selection] = OrderedDict()
+        self._pending: OrderedDict[str, OrderedDict[str, Selection]] = OrderedDict()
         self._pending_lock = threading.Lock()
 
     # -- pending selections -----------------------------------------------------------------
 
     def pending(self, session_id: str, query: str | None = None) -> Selection | None:
-        """The session's latest selection not yet recorded (only if made for ``query``,
-        when given)."""
+        """The session's selection made for ``query`` and not yet recorded (without
+        ``query``: its latest one)."""
         with self._pending_lock:
-            sel = self._pending.get(session_id)
-        return sel if sel is not None and (query is None or sel.query == query) else None
+            per = self._pending.get(session_id)
+            if not per:
+                return None
+            return per.get(query) if query is not None else next(reversed(per.values()))
 
     def _keep_pending(self, selection: Selection) -> Selection:
+        """Keep a selection until its turn is recorded: per session, one per question (the
+        ``_PENDING_PER_SESSION`` latest), so that several questions of one session selected at
+        once (a batch) each record their own passages."""
         with self._pending_lock:
-            self._pending[selection.session_id] = selection
+            per = self._pending.setdefault(selection.session_id, OrderedDict())
+            per[selection.query] = selection
+            per.move_to_end(selection.query)
+            while len(per) > _PENDING_PER_SESSION:
+                per.popitem(last=False)
             self._pending.move_to_end(selection.session_id)
             while len(self._pending) > self.max_pending:
                 self._pending.popitem(last=False)
         return selection
 
     def _take_pending(self, session_id: str, query: str) -> Selection | None:
-        """Remove and return the session's pending selection if it was made for ``query``
-        (one made for another question stays: its own turn may still be recorded)."""
+        """Remove and return the session's pending selection made for ``query`` (the others
+        stay: their own turns may still be recorded)."""
         with self._pending_lock:
-            sel = self._pending.get(session_id)
-            if sel is None or sel.query != query:
+            per = self._pending.get(session_id)
+            if per is None:
                 return None
-            del self._pending[session_id]
+            sel = per.pop(query, None)
+            if not per:
+                del self._pending[session_id]
             return sel
 
     def _restore_pending(self, selection: Selection | None) -> None:
         if selection is not None:
             with self._pending_lock:
-                self._pending.setdefault(selection.session_id, selection)
+                per = self._pending.setdefault(selection.session_id, OrderedDict())
+                per.setdefault(selection.query, selection)
 
     # -- before the LLM ---------------------------------------------------------------------
 

@@ -148,3 +148,25 @@ def test_a_bad_chat_history_message_loses_no_stored_turn(bad: str) -> None:
     with pytest.raises((ValueError, TypeError)):
         engine.chat("And wall 3?", chat_history=history)
     assert len(engine.get_chat_history()) == 6  # the three stored turns, both sides
+
+
+def test_a_batch_of_one_sessions_questions_records_each_ones_passages() -> None:
+    from langchain_core.language_models import FakeListChatModel
+    from langchain_core.output_parsers import StrOutputParser
+    from langchain_core.prompts import ChatPromptTemplate
+    from langchain_core.runnables import RunnablePassthrough
+
+    from langchain_dhrag import DHRAGRetriever, format_documents, with_dhrag_memory
+
+    retriever = DHRAGRetriever.from_knowledge(WALLS[:20], embedder=HashingEmbedder(), k=2)
+    prompt = ChatPromptTemplate.from_messages([("system", "{context}"), ("human", "{question}")])
+    chain = ({"context": retriever | format_documents, "question": RunnablePassthrough()}
+             | prompt | FakeListChatModel(responses=["ok"] * 8) | StrOutputParser())
+    chat = with_dhrag_memory(chain, retriever)
+    cfg: Any = {"configurable": {"session_id": "alice"}}
+    questions = [f"How long is wall number {i}?" for i in (1, 2, 3, 4)]
+    chat.batch(questions, cfg)
+    turns = retriever.engine.history.turns("alice")
+    assert sorted(t.query for t in turns) == sorted(questions)
+    assert [len(t.passages) for t in turns] == [2, 2, 2, 2]
+    assert retriever.engine.pending("alice") is None
