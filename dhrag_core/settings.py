@@ -38,6 +38,9 @@ class Settings:
         max_text_chars: Longest accepted response or passage text.
         max_passages: Most passages stored with one turn.
         max_metadata_chars: Longest accepted turn metadata, as JSON text.
+        max_passage_metadata_chars: Longest metadata of a stored passage, as JSON text: a
+            retriever's larger fields are dropped (largest first), as they would be copied
+            into every turn that shows the passage.
         max_sessions_in_memory: Most sessions whose indexes a ``HistoryDatabase`` keeps in
             memory; the least recently used beyond it are dropped and reloaded from the store
             when used again (the store is the source of truth).
@@ -138,6 +141,7 @@ class Settings:
     max_text_chars: int = 1_000_000
     max_passages: int = 50
     max_metadata_chars: int = 1_000_000
+    max_passage_metadata_chars: int = 10_000
     max_sessions_in_memory: int = 1_000
     cluster_threshold: float = 0.5
     cluster_min_quality: float = 0.6
@@ -195,6 +199,8 @@ class Settings:
         _check_range("max_text_chars", self.max_text_chars, 1, 10**10, integer=True)
         _check_range("max_passages", self.max_passages, 0, 10**6, integer=True)
         _check_range("max_metadata_chars", self.max_metadata_chars, 2, 10**10, integer=True)
+        _check_range("max_passage_metadata_chars", self.max_passage_metadata_chars, 2, 10**10,
+                     integer=True)
         _check_range("max_sessions_in_memory", self.max_sessions_in_memory, 1, 10**9,
                      integer=True)
         for name in ("cluster_threshold", "cluster_min_quality", "chain_threshold"):

@@ -210,10 +210,11 @@ def clean_json(value: Any) -> tuple[dict[str, Any], list[str]]:
     return out, sorted(set(notes))
 
 
-def clean_passage(p: Passage, max_chars: int) -> Passage:
+def clean_passage(p: Passage, max_chars: int, max_metadata_chars: int | None = None) -> Passage:
     """``p`` made storable (text, title, id and metadata, like ``clean_text``; the text cut
-    to ``max_chars``), with what changed under ``metadata["dhrag_cleaned"]``; ``p`` itself
-    when nothing had to change."""
+    to ``max_chars``; with ``max_metadata_chars``, the largest metadata fields dropped until
+    its JSON fits), with what changed under ``metadata["dhrag_cleaned"]``; ``p`` itself when
+    nothing had to change."""
     text, notes = clean_text(p.text, max_chars)
     title, n = clean_text(p.title if isinstance(p.title, str) else str(p.title))
     notes += [f"title: {x}" for x in n]
@@ -234,9 +235,31 @@ def clean_passage(p: Passage, max_chars: int) -> Passage:
     except (TypeError, ValueError, RecursionError):
         meta, n = clean_json(p.metadata)
         notes += [f"metadata: {x}" for x in n] or ["metadata: made JSON-safe"]
+    if max_metadata_chars is not None:
+        meta, n = _fit_metadata(meta, max_metadata_chars)
+        notes += n
     if not notes and score is p.score:
         return p
     if notes:
         earlier = meta.get(CLEANED_KEY)
         meta[CLEANED_KEY] = "; ".join(([earlier] if isinstance(earlier, str) else []) + notes)
     return replace(p, text=text, title=title, id=pid, score=score, metadata=meta)
+
+
+def _fit_metadata(meta: dict[str, Any], limit: int) -> tuple[dict[str, Any], list[str]]:
+    """``meta`` with its largest fields dropped until its JSON holds at most ``limit``
+    characters (a retriever's provenance, not a document: it is stored with every turn)."""
+    size = len(json.dumps(meta, ensure_ascii=False, default=str))
+    if size <= limit:
+        return meta, []
+    sizes = {k: len(json.dumps({k: v}, ensure_ascii=False, default=str)) for k, v in meta.items()}
+    out = dict(meta)
+    dropped = []
+    for key in sorted(sizes, key=lambda k: -sizes[k]):
+        if size <= limit:
+            break
+        del out[key]
+        dropped.append(key)
+        size = len(json.dumps(out, ensure_ascii=False, default=str))
+    return out, [f"metadata: dropped {', '.join(map(repr, dropped))} "
+                 f"(over {limit:,} characters)"]

@@ -41,7 +41,7 @@ def check_passages(passages: Any, settings: Settings) -> list[Passage]:
                 check_text(f"passages[{i}]", p, max_chars=settings.max_text_chars)
         elif not isinstance(p.text, str):
             check_text(f"passages[{i}].text", p.text, max_chars=1)
-        clean = clean_passage(p, settings.max_text_chars)
+        clean = clean_passage(p, settings.max_text_chars, settings.max_passage_metadata_chars)
         if clean is not p:
             log.warning("passages[%d] (%s) cleaned to be stored: %s", i,
                         clean.id or clean.title or "no id",

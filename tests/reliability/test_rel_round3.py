@@ -170,3 +170,21 @@ def test_a_batch_of_one_sessions_questions_records_each_ones_passages() -> None:
     assert sorted(t.query for t in turns) == sorted(questions)
     assert [len(t.passages) for t in turns] == [2, 2, 2, 2]
     assert retriever.engine.pending("alice") is None
+
+
+def test_a_huge_passage_metadata_field_is_not_copied_into_every_turn(tmp_path: Path) -> None:
+    emb = HashingEmbedder()
+    passages = [Passage(t, id=str(i), metadata={"source": f"doc{i}", "raw": "x" * 5_000_000})
+                for i, t in enumerate(WALLS[:5])]
+    path = tmp_path / "h.db"
+    rag = DHRAG(FaissKnowledgeBase(passages, emb), embedder=emb, store=f"sqlite:///{path}")
+    for i in range(5):
+        sel = rag.select("s", f"How long is wall number {i}?")
+        rag.record("s", sel.query, f"It is {i * 10} km long.", selection=sel)
+    stored = rag.history.turns("s")
+    assert len(stored) == 5 and all(len(t.passages) == 5 for t in stored)
+    meta = stored[0].passages[0].metadata
+    assert "raw" not in meta and meta["source"].startswith("doc")
+    assert "'raw'" in meta["dhrag_cleaned"]
+    rag.history.close()
+    assert path.stat().st_size < 2_000_000
