@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import math
 import numbers
+import re
 from collections.abc import Iterable, Mapping
 from dataclasses import replace
 from typing import Any, Literal
@@ -13,7 +14,7 @@ from dhrag_core.records import Passage
 
 __all__ = ["CLEANED_KEY", "SearchPath", "as_items", "check_found", "check_k", "check_metadata",
            "check_search", "check_session_id", "check_text", "check_texts", "clean_json",
-           "clean_passage", "clean_text"]
+           "clean_passage", "clean_text", "printable"]
 
 CLEANED_KEY = "dhrag_cleaned"
 """Passage metadata key saying what cleaning changed (shown in traces)."""
@@ -263,3 +264,13 @@ def _fit_metadata(meta: dict[str, Any], limit: int) -> tuple[dict[str, Any], lis
         size = len(json.dumps(out, ensure_ascii=False, default=str))
     return out, [f"metadata: dropped {', '.join(map(repr, dropped))} "
                  f"(over {limit:,} characters)"]
+
+
+_UNSAFE = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u200e\u200f\u202a-\u202e\u2066-\u2069]")
+
+
+def printable(text: str) -> str:
+    """``text`` safe to write to a terminal: control characters (ESC sequences that retitle
+    the window or clear the screen, BEL, C1, bidirectional overrides) shown as ``\\xNN`` /
+    ``\\uNNNN`` instead of acted on; newlines and tabs kept."""
+    return _UNSAFE.sub(lambda m: m.group().encode("unicode_escape").decode("ascii"), text)

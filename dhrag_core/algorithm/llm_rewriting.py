@@ -17,6 +17,7 @@ from dhrag_core.embedding import tokens
 from dhrag_core.llm import LLM, Message, OpenAICompatibleLLM
 from dhrag_core.records import SelectedTurn
 from dhrag_core.transcript import format_transcript
+from dhrag_core.validation import printable
 
 __all__ = [
     "LLMRewriter",
@@ -187,8 +188,8 @@ class LLMRewriter:
         return Rewrite(text, added)
 
     def _fallback(self, query: str, history: Sequence[SelectedTurn], exc: Exception) -> Rewrite:
-        log.warning("LLM rewrite of %r failed (%s); using %s", query[:80], exc,
-                    type(self.fallback).__name__)
+        log.warning("LLM rewrite of %r failed (%s); using %s", query[:80],
+                    printable(str(exc)), type(self.fallback).__name__)
         try:
             return self.fallback.rewrite(query, history)
         except Exception:  # never let rewriting break a turn

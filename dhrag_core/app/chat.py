@@ -22,7 +22,7 @@ from dhrag_core.pipeline.engine import DHRAG
 from dhrag_core.records import Passage, Selection
 from dhrag_core.store import PostgresStore, SQLiteStore, redact_dsn
 from dhrag_core.transcript import clip, describe_selected, exchanges, in_turn_order
-from dhrag_core.validation import check_k, check_session_id
+from dhrag_core.validation import check_k, check_session_id, printable
 
 __all__ = [
     "ChatSession",
@@ -48,16 +48,6 @@ def default_store_url() -> str:
     """``sqlite:///$XDG_DATA_HOME/dhrag/chat.db`` (default ``~/.local/share/dhrag/chat.db``)."""
     base = os.environ.get("XDG_DATA_HOME") or str(Path.home() / ".local" / "share")
     return f"sqlite:///{Path(base).expanduser() / 'dhrag' / 'chat.db'}"
-
-
-_UNSAFE = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u200e\u200f\u202a-\u202e\u2066-\u2069]")
-
-
-def printable(text: str) -> str:
-    """``text`` safe to write to a terminal: control characters (ESC sequences that retitle
-    the window or clear the screen, BEL, C1, bidirectional overrides) shown as ``\\xNN`` /
-    ``\\uNNNN`` instead of acted on; newlines and tabs kept."""
-    return _UNSAFE.sub(lambda m: m.group().encode("unicode_escape").decode("ascii"), text)
 
 
 def default_session(kb: str | os.PathLike[str]) -> str:
@@ -172,7 +162,7 @@ class ChatSession:
         try:
             text = self.llm_answerer.answer(sel)
         except LLMError as exc:
-            log.warning("%s", exc)
+            log.warning("%s", printable(str(exc)))
             return self._extract(sel, note=f"LLM failed: {clip(str(exc), 160)}")
         shown = tuple(sel.passages[: self.llm_answerer.passages])
         return Reply(text, "llm", shown)

@@ -188,3 +188,30 @@ def test_a_huge_passage_metadata_field_is_not_copied_into_every_turn(tmp_path: P
     assert "'raw'" in meta["dhrag_cleaned"]
     rag.history.close()
     assert path.stat().st_size < 2_000_000
+
+
+class HostileLLM:
+    """An LLM server whose error text holds terminal escape sequences."""
+
+    def complete(self, messages: Any, **kwargs: Any) -> str:
+        from dhrag_core.llm import LLMError
+
+        raise LLMError("502 from server: \x1b]0;pwned\x07\x1b[2J gone")
+
+    async def acomplete(self, messages: Any, **kwargs: Any) -> str:
+        return self.complete(messages)
+
+
+def test_an_llm_servers_escape_sequences_never_reach_the_log(caplog: Any) -> None:
+    from dhrag_core import LLMRewriter
+    from dhrag_core.app.chat import ChatSession
+
+    emb = HashingEmbedder()
+    rag = DHRAG(FaissKnowledgeBase(WALLS[:10], emb), embedder=emb,
+                rewriter=LLMRewriter(HostileLLM()))
+    session = ChatSession(rag, "s", llm=HostileLLM())  # type: ignore[arg-type]
+    with caplog.at_level("WARNING"):
+        session.ask("How long is wall number 3?")
+        session.ask("And how long is it?")
+    text = "\n".join(r.getMessage() for r in caplog.records)
+    assert "pwned" in text and "\x1b" not in text and "\x07" not in text
