@@ -15,6 +15,8 @@ _KEYS = (r"password|passwd|pwd|pass|api[_-]?key|apikey|key|token|access[_-]?toke
          r"|client[_-]?secret|sig|signature|auth|authorization")
 _QUERY_SECRET = re.compile(rf"([?&;](?:{_KEYS})=)([^&]*)", re.IGNORECASE)
 _DELIMITERS = re.compile(r"[#?/@:&;=]")
+_HOST_PORT = re.compile(r"[^:@?#]*:\d*")
+_QUERY_START = re.compile(r"\?[A-Za-z_][\w.-]*=")
 _KV_PASSWORD = re.compile(r"(\bpassword\s*=\s*)('(?:[^'\\]|\\.)*'|\S+)", re.IGNORECASE)
 
 
@@ -32,7 +34,10 @@ def _split(url: str) -> tuple[str, str, str] | None:
     if at < 0:
         at = rest.rfind("@")
         before = rest[:at]
-        if at < 0 or ":" not in before.split("/", 1)[0] or "=" in before:
+        first = before.split("/", 1)[0]
+        # an "@" in the query of a host:port URL ("host:5432/db?user=a@b") ends no password
+        if at < 0 or ":" not in first or (_HOST_PORT.fullmatch(first)
+                                          and _QUERY_START.search(before)):
             return None
     return scheme + sep, rest[:at], rest[at + 1 :]
 

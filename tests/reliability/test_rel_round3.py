@@ -215,3 +215,30 @@ def test_an_llm_servers_escape_sequences_never_reach_the_log(caplog: Any) -> Non
         session.ask("And how long is it?")
     text = "\n".join(r.getMessage() for r in caplog.records)
     assert "pwned" in text and "\x1b" not in text and "\x07" not in text
+
+
+def test_base64_style_passwords_never_show() -> None:
+    """Passwords holding URL delimiters (/ = + # ? & ; :), unencoded as users paste them:
+    masked in repr and in the error of a store that cannot be reached, whatever libpq made
+    of the URL."""
+    import random
+    import string
+
+    from dhrag_core.store import PostgresStore, StoreUnavailableError, redact_dsn
+
+    rng = random.Random(7)
+    chars = string.ascii_letters + string.digits + "+/=#?&;:"
+    for i in range(300):
+        pw = "".join(rng.choice(chars) for _ in range(rng.randint(8, 24)))
+        url = f"postgresql://bob:{pw}@127.0.0.1:1/dhrag"
+        assert redact_dsn(url) == "postgresql://bob:***@127.0.0.1:1/dhrag", pw
+        store = PostgresStore(url, timeout=1)
+        assert pw not in repr(store)
+        if i % 10:
+            continue
+        with pytest.raises(StoreUnavailableError) as err:
+            store.sessions()
+        message = str(err.value)
+        leaked = [pw[j:j + 4] for j in range(len(pw) - 3) if pw[j:j + 4] in message
+                  and pw[j:j + 4] not in "postgresql://bob:***@127.0.0.1:1/dhrag"]
+        assert not leaked, (pw, message)
