@@ -14,7 +14,7 @@ from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar, runtime_checkable
 
-from dhrag_core.redact import redact_url, url_secrets
+from dhrag_core.redact import install_log_redaction, redact_url, scrub_credentials, url_secrets
 
 if TYPE_CHECKING:
     from openai import AsyncOpenAI, OpenAI
@@ -183,6 +183,8 @@ class OpenAICompatibleLLM:
             weakref.WeakKeyDictionary()
         )
         self._lock = threading.Lock()
+        # the HTTP client logs every request's URL at INFO, credentials included
+        install_log_redaction("httpx", "httpx2", "openai", "openai._base_client")
 
     def __repr__(self) -> str:
         return f"OpenAICompatibleLLM(base_url={self.shown_url!r}, model={self.model!r})"
@@ -194,7 +196,7 @@ class OpenAICompatibleLLM:
             secrets.append(self._api_key)
         for secret in secrets:
             text = text.replace(secret, "***")
-        return text
+        return scrub_credentials(text)
 
     def _sync_client(self) -> OpenAI:
         with self._lock:

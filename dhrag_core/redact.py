@@ -6,10 +6,11 @@ and HTTP clients accept inside a password, and then shows the rest of the passwo
 
 from __future__ import annotations
 
+import logging
 import re
 from urllib.parse import unquote
 
-__all__ = ["redact_url", "url_secrets"]
+__all__ = ["RedactURLs", "install_log_redaction", "redact_url", "scrub_credentials", "url_secrets"]
 
 _KEYS = (r"password|passwd|pwd|pass|api[_-]?key|apikey|key|token|access[_-]?token|secret"
          r"|client[_-]?secret|sig|signature|auth|authorization")
@@ -70,3 +71,39 @@ def url_secrets(url: str) -> list[str]:
     # a parser that cut the URL at a delimiter inside the secret quotes only a piece of it
     out |= {piece for s in list(out) for piece in _DELIMITERS.split(s) if len(piece) >= 3}
     return sorted(out, key=len, reverse=True)
+
+
+_AUTH = re.compile(r"\b(Basic|Bearer|Token)(\s+)[A-Za-z0-9+/=._~-]{6,}", re.IGNORECASE)
+_URL = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*://[^\s\"'<>]+")
+
+
+def scrub_credentials(text: str) -> str:
+    """``text`` with every URL's secrets masked (``redact_url``) and the credentials of an
+    ``Authorization`` value ("Basic dXNlcjpwdw==", "Bearer ...") replaced by ``***``: what a
+    server's error body or a client's log line may echo."""
+    text = _URL.sub(lambda m: redact_url(m.group()), text)
+    return _AUTH.sub(r"\1\2***", text)
+
+
+class RedactURLs(logging.Filter):
+    """A logging filter masking secrets in a record's message and arguments
+    (``scrub_credentials``): installed on the HTTP client's loggers, which log each request's
+    URL, password and ``api_key=`` included, at INFO."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if isinstance(record.msg, str):
+            record.msg = scrub_credentials(record.msg)
+        if isinstance(record.args, tuple):
+            record.args = tuple(
+                a if isinstance(a, (int, float)) else scrub_credentials(str(a))
+                for a in record.args
+            )
+        return True
+
+
+def install_log_redaction(*names: str) -> None:
+    """Add ``RedactURLs`` to these loggers (once each)."""
+    for name in names:
+        logger = logging.getLogger(name)
+        if not any(isinstance(f, RedactURLs) for f in logger.filters):
+            logger.addFilter(RedactURLs())

@@ -242,3 +242,41 @@ def test_base64_style_passwords_never_show() -> None:
         leaked = [pw[j:j + 4] for j in range(len(pw) - 3) if pw[j:j + 4] in message
                   and pw[j:j + 4] not in "postgresql://bob:***@127.0.0.1:1/dhrag"]
         assert not leaked, (pw, message)
+
+
+def test_llm_credentials_never_reach_the_log_or_the_error(caplog: Any) -> None:
+    """A server answering 401 with the Basic credentials echoed; the client logging each
+    request at INFO (as ``dhrag chat -v`` or any application at INFO does)."""
+    import http.server
+    import threading
+
+    from dhrag_core import OpenAICompatibleLLM
+    from dhrag_core.llm import LLMError
+
+    class Refuse(http.server.BaseHTTPRequestHandler):
+        def do_POST(self) -> None:
+            body = f'{{"error": "bad credentials {self.headers.get("Authorization")}"}}'.encode()
+            self.send_response(401)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, *args: Any) -> None:
+            pass
+
+    server = http.server.HTTPServer(("127.0.0.1", 0), Refuse)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        url = f"http://alice:s3cretPW@127.0.0.1:{server.server_port}/v1?api_key=KEY12345678"
+        llm = OpenAICompatibleLLM(base_url=url, model="m", api_key="sk-ABCDEFGH1234",
+                                  max_retries=0, timeout=5)
+        with caplog.at_level("DEBUG"), pytest.raises(LLMError) as err:
+            llm.complete([{"role": "user", "content": "hi"}])
+    finally:
+        server.shutdown()
+    logged = "\n".join(r.getMessage() for r in caplog.records)
+    assert "HTTP Request" in logged  # the client did log the request
+    for shown in (logged, str(err.value)):
+        for secret in ("s3cretPW", "KEY12345678", "sk-ABCDEFGH1234", "YWxpY2U6czNjcmV0UFc"):
+            assert secret not in shown, (secret, shown)
