@@ -160,7 +160,7 @@ class SQLiteStore:
             r[1] for r in c.execute("PRAGMA table_info(dhrag_meta)")] == ["key", "value"]
         if "dhrag_meta" in tables and meta_ok:
             row = c.execute("SELECT value FROM dhrag_meta WHERE key='schema_version'").fetchone()
-            version = None if row is None else int(row[0])
+            version = None if row is None else self._integer(row[0], "dhrag_meta.schema_version")
         if version is None and not (meta_ok and all(t.startswith("dhrag_") for t in tables)):
             shown = ", ".join(tables[:5]) + (", ..." if len(tables) > 5 else "")
             raise CorruptStoreError(
@@ -180,7 +180,8 @@ class SQLiteStore:
             row = self._conn.execute(
                 "SELECT value FROM dhrag_meta WHERE key='schema_version'"
             ).fetchone()
-            if row is None or int(row[0]) < SCHEMA_VERSION:  # version 1 lacked dhrag_log
+            if row is None or self._integer(row[0], "dhrag_meta.schema_version") < SCHEMA_VERSION:
+                # version 1 lacked dhrag_log
                 self._conn.execute(
                     "INSERT OR REPLACE INTO dhrag_meta VALUES ('schema_version', ?)",
                     (str(SCHEMA_VERSION),),
@@ -210,7 +211,17 @@ class SQLiteStore:
         row = self._conn.execute(
             "SELECT version FROM dhrag_sessions WHERE session_id=?", (session_id,)
         ).fetchone()
-        return 0 if row is None else int(row[0])
+        return 0 if row is None else self._integer(
+            row[0], f"the version of session {session_id!r} (dhrag_sessions)")
+
+    def _integer(self, value: object, what: str) -> int:
+        """A stored counter as an int; anything else means a damaged file."""
+        if isinstance(value, int) and not isinstance(value, bool):
+            return value
+        if isinstance(value, str) and value.strip().lstrip("-").isdigit():
+            return int(value)
+        raise CorruptStoreError(f"{self.path}: {what} is {value!r}, not an integer; the "
+                                "file is damaged (move it aside or restore a backup)")
 
     def version(self, session_id: str) -> int:
         with self._lock, self._guard():

@@ -280,3 +280,24 @@ def test_llm_credentials_never_reach_the_log_or_the_error(caplog: Any) -> None:
     for shown in (logged, str(err.value)):
         for secret in ("s3cretPW", "KEY12345678", "sk-ABCDEFGH1234", "YWxpY2U6czNjcmV0UFc"):
             assert secret not in shown, (secret, shown)
+
+
+@pytest.mark.parametrize(("table", "column", "where"), [
+    ("dhrag_sessions", "version", "session_id = 's'"),
+    ("dhrag_meta", "value", "key = 'schema_version'"),
+])
+def test_a_non_integer_version_is_a_corrupt_store_naming_the_file(
+        tmp_path: Path, table: str, column: str, where: str) -> None:
+    import sqlite3
+
+    from dhrag_core.store import CorruptStoreError
+
+    path = tmp_path / "h.db"
+    db = HistoryDatabase(embedder=HashingEmbedder(), store=f"sqlite:///{path}")
+    db.add("s", "q", response="a")
+    db.close()
+    with sqlite3.connect(path) as conn:
+        conn.execute(f"UPDATE {table} SET {column} = 'x1' WHERE {where}")
+    with pytest.raises(CorruptStoreError, match=str(path)):
+        again = HistoryDatabase(embedder=HashingEmbedder(), store=f"sqlite:///{path}")
+        again.turns("s")
