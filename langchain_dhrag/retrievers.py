@@ -222,3 +222,13 @@ class DHRAGRetriever(BaseRetriever):
     def reset(self, session_id: str) -> None:
         """Forget one session's history."""
         self.engine.reset(session_id)
+
+    def close(self) -> None:
+        """Close the engine's history store (``DHRAG.close``); also on leaving a ``with``."""
+        self.engine.close()
+
+    def __enter__(self) -> DHRAGRetriever:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()

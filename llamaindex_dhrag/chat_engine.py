@@ -195,6 +195,16 @@ class DHRAGChatEngine(BaseChatEngine):
         """Forget a session's history (default: the engine's session); others are kept."""
         self._rag.reset(self._sid(session_id))
 
+    def close(self) -> None:
+        """Close the engine's history store (``DHRAG.close``); also on leaving a ``with``."""
+        self._rag.close()
+
+    def __enter__(self) -> DHRAGChatEngine:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
     # -- helpers ---------------------------------------------------------------------------
 
     def _sid(self, session_id: str | None) -> str:

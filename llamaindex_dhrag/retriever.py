@@ -108,6 +108,16 @@ class DHRAGRetriever(BaseRetriever):
     def session_id(self) -> str:
         return self._session_id
 
+    def close(self) -> None:
+        """Close the engine's history store (``DHRAG.close``); also on leaving a ``with``."""
+        self._rag.close()
+
+    def __enter__(self) -> DHRAGRetriever:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
     @property
     def last_selection(self) -> Selection | None:
         """The latest retrieval's selection until its turn is recorded (trace, history and

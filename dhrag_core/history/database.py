@@ -299,4 +299,12 @@ class HistoryDatabase:
         self._cache.forget(session_id)
 
     def close(self) -> None:
+        """Close the store (a PostgreSQL store's connection pool: its threads stop now, not
+        at interpreter exit). Also on leaving a ``with`` block."""
         self.store.close()
+
+    def __enter__(self) -> HistoryDatabase:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()

@@ -464,6 +464,17 @@ class DHRAG:
             metadata=metadata,
         )
 
+    def close(self) -> None:
+        """Close the history's store (``HistoryDatabase.close``); also on leaving a ``with``
+        block. The knowledge base is the caller's and stays open."""
+        self.history.close()
+
+    def __enter__(self) -> DHRAG:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
     def reset(self, session_id: str) -> None:
         """Forget one session's history (and its pending selection)."""
         self.history.delete_session(session_id)

@@ -301,3 +301,36 @@ def test_a_non_integer_version_is_a_corrupt_store_naming_the_file(
     with pytest.raises(CorruptStoreError, match=str(path)):
         again = HistoryDatabase(embedder=HashingEmbedder(), store=f"sqlite:///{path}")
         again.turns("s")
+
+
+CLOSE_SCRIPT = """
+import sys
+from dhrag_core import DHRAG, FaissKnowledgeBase, HashingEmbedder
+from langchain_dhrag import DHRAGRetriever
+from llamaindex_dhrag import DHRAGChatEngine
+from llama_index.core.llms import MockLLM
+emb = HashingEmbedder()
+kb = FaissKnowledgeBase(["The wall is 21,196 km long.", "Guinea pigs sleep in burrows."], emb)
+q = "How long is the wall?"
+with DHRAG(kb, embedder=emb, store=sys.argv[1]) as rag:
+    rag.record("core", q, "21,196 km.", selection=rag.select("core", q))
+with DHRAGRetriever(engine=DHRAG(kb, embedder=emb, store=sys.argv[1]), session_id="lc") as r:
+    r.invoke("How long is the wall?")
+llm = MockLLM(max_tokens=4)
+with DHRAGChatEngine(DHRAG(kb, embedder=emb, store=sys.argv[1]), llm, session_id="li") as e:
+    e.chat("How long is the wall?")
+print("closed", rag.history.store._closed, r.engine.history.store._closed,
+      e.rag.history.store._closed)
+"""
+
+
+def test_close_releases_postgres_pools_without_warnings(postgres_dsn: str) -> None:
+    import subprocess
+    import sys
+
+    for _ in range(6):
+        done = subprocess.run([sys.executable, "-c", CLOSE_SCRIPT, postgres_dsn],
+                              capture_output=True, text=True, timeout=120)
+        assert done.returncode == 0, done.stderr
+        assert "closed True True True" in done.stdout
+        assert "Exception ignored" not in done.stderr, done.stderr
