@@ -157,6 +157,7 @@ class PostgresStore:
                 except psycopg.Error as exc:
                     raise self._unavailable(exc) from None
                 try:
+                    self._check_encoding(conn)
                     self._create_schema(conn)
                 except psycopg.OperationalError as exc:
                     raise self._unavailable(exc, " while creating its tables") from None
@@ -181,6 +182,17 @@ class PostgresStore:
                 f"{found}, newer than this dhrag ({SCHEMA_VERSION}); upgrade dhrag"
             )
         return found
+
+    def _check_encoding(self, conn: Connection[Any]) -> None:
+        """Refuse a database that cannot hold every character a chat may contain."""
+        row = conn.execute("SHOW server_encoding").fetchone()
+        encoding = str(row[0]) if row else "?"
+        if encoding.upper() not in ("UTF8", "UTF-8"):
+            raise ValueError(
+                f"PostgreSQL store {redact_dsn(self.dsn)}: the database's encoding is "
+                f"{encoding}, which cannot store every character of a chat (an emoji, say); "
+                "use a database created with ENCODING 'UTF8'"
+            )
 
     def _create_schema(self, conn: Connection[Any]) -> None:
         # an up-to-date schema is left alone: DDL on live tables (even IF NOT EXISTS) takes

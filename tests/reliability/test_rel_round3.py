@@ -334,3 +334,17 @@ def test_close_releases_postgres_pools_without_warnings(postgres_dsn: str) -> No
         assert done.returncode == 0, done.stderr
         assert "closed True True True" in done.stdout
         assert "Exception ignored" not in done.stderr, done.stderr
+
+
+def test_a_latin1_postgres_database_is_refused_with_a_clear_error(postgres_dsn: str) -> None:
+    import psycopg
+
+    with psycopg.connect(postgres_dsn, autocommit=True) as conn:
+        conn.execute("DROP DATABASE IF EXISTS dhrag_latin1")
+        conn.execute("CREATE DATABASE dhrag_latin1 ENCODING 'LATIN1' LC_COLLATE 'C' "
+                     "LC_CTYPE 'C' TEMPLATE template0")
+    base, _, _ = postgres_dsn.rpartition("/")
+    db = HistoryDatabase(embedder=HashingEmbedder(), store=f"{base}/dhrag_latin1")
+    with pytest.raises(ValueError, match="encoding is LATIN1"):
+        db.add("s", "Do you like it? \U0001F600", response="yes")
+    db.close()
