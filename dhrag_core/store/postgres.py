@@ -159,6 +159,8 @@ class PostgresStore:
                 try:
                     self._check_encoding(conn)
                     self._create_schema(conn)
+                except psycopg.errors.InsufficientPrivilege as exc:
+                    raise self._denied(exc) from None
                 except psycopg.OperationalError as exc:
                     raise self._unavailable(exc, " while creating its tables") from None
                 finally:
@@ -231,11 +233,22 @@ class PostgresStore:
                 if attempt:
                     raise self._unavailable(exc.__cause__ or exc) from None
                 pool.check()
+            except psycopg.errors.InsufficientPrivilege as exc:
+                raise self._denied(exc) from None
             except psycopg.OperationalError as exc:
                 if attempt or not idempotent:
                     raise self._unavailable(exc) from None
                 pool.check()
         raise AssertionError("unreachable")
+
+    def _denied(self, exc: BaseException) -> PermissionError:
+        """A role without the rights a store needs (CREATE on the schema to make its tables,
+        INSERT/UPDATE/DELETE on them to write)."""
+        return PermissionError(
+            f"PostgreSQL store {redact_dsn(self.dsn)}: permission denied "
+            f"({self._scrub(str(exc).strip())}); the role needs CREATE on the schema for the "
+            "first use, and SELECT, INSERT, UPDATE, DELETE on the dhrag_* tables"
+        )
 
     # -- protocol --------------------------------------------------------------------------
 

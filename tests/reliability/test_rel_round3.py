@@ -348,3 +348,44 @@ def test_a_latin1_postgres_database_is_refused_with_a_clear_error(postgres_dsn: 
     with pytest.raises(ValueError, match="encoding is LATIN1"):
         db.add("s", "Do you like it? \U0001F600", response="yes")
     db.close()
+
+
+def test_postgres_roles_without_rights_get_a_permission_error(postgres_dsn: str,
+                                                              capsys: Any) -> None:
+    """A role without CREATE on the schema (the default for non-owners since PostgreSQL
+    15), and a SELECT-only role: a PermissionError naming the store, for the API and the
+    CLI, never a driver traceback."""
+    import psycopg
+
+    base, _, _ = postgres_dsn.rpartition("/")
+    with psycopg.connect(postgres_dsn, autocommit=True) as conn:
+        conn.execute("DROP DATABASE IF EXISTS dhrag_rights")
+        conn.execute("CREATE DATABASE dhrag_rights")
+        for role in ("dhrag_nocreate", "dhrag_reader"):
+            conn.execute(f"DROP ROLE IF EXISTS {role}")
+            conn.execute(f"CREATE ROLE {role} LOGIN")
+    owner = f"{base}/dhrag_rights"
+    with psycopg.connect(owner, autocommit=True) as conn:
+        conn.execute("REVOKE CREATE ON SCHEMA public FROM PUBLIC")
+    scheme, _, rest = base.partition("://")
+    host = rest.rpartition("@")[2]
+    nocreate = f"{scheme}://dhrag_nocreate@{host}/dhrag_rights"
+    db = HistoryDatabase(embedder=HashingEmbedder(), store=nocreate)
+    with pytest.raises(PermissionError, match="permission denied"):
+        db.add("s", "q", response="a")
+    db.close()
+    # the reader: tables exist (made by the owner), SELECT only
+    seeded = HistoryDatabase(embedder=HashingEmbedder(), store=owner)
+    seeded.add("s", "q", response="a")
+    seeded.close()
+    with psycopg.connect(owner, autocommit=True) as conn:
+        conn.execute("GRANT SELECT ON ALL TABLES IN SCHEMA public TO dhrag_reader")
+    reader = f"{scheme}://dhrag_reader@{host}/dhrag_rights"
+    db = HistoryDatabase(embedder=HashingEmbedder(), store=reader)
+    assert db.size("s") == 1
+    with pytest.raises(PermissionError, match="dhrag_reader"):
+        db.add("s", "another", response="b")
+    db.close()
+    args = build_parser().parse_args(["sessions", "--store", reader, "--delete", "s"])
+    assert run_sessions(args, io.StringIO()) == 2
+    assert "permission denied" in capsys.readouterr().err
