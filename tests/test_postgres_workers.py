@@ -152,3 +152,41 @@ def test_workers_share_one_postgres_history(
     if capacity > max(map(len, added.values())):
         for sid, rows in turns.items():
             assert {q for q, _, _ in rows} == added[sid], f"{sid}: a turn was lost"
+
+
+def _contender(dsn: str, wid: int, adds: int, barrier: Any, out: str) -> None:
+    from dhrag_core import HashingEmbedder, HistoryDatabase, Settings
+    from dhrag_core.store import StaleSessionError
+
+    db = HistoryDatabase(embedder=HashingEmbedder(dimension=64), store=dsn,
+                         settings=Settings(merge_threshold=1.0, capacity=10_000))
+    barrier.wait(timeout=120)
+    lost = 0
+    for i in range(adds):
+        try:  # no retry of our own: a StaleSessionError is a lost turn
+            db.add("one", f"w{wid} t{i} {uuid.uuid4().hex}", response=f"answer {i}")
+        except StaleSessionError:
+            lost += 1
+    db.close()
+    Path(out).write_text(json.dumps({"lost": lost}))
+
+
+def test_twelve_processes_on_one_session_lose_no_turn(clean_postgres_dsn: str,
+                                                      tmp_path: Path) -> None:
+    """12 processes adding to one session at once: every add succeeds (the engine retries
+    under contention for up to two minutes), every turn is in the table."""
+    workers, adds = 12, 150
+    ctx = mp.get_context("spawn")
+    barrier = ctx.Barrier(workers)
+    outs = [str(tmp_path / f"c{w}.json") for w in range(workers)]
+    procs = [ctx.Process(target=_contender, args=(clean_postgres_dsn, w, adds, barrier, outs[w]))
+             for w in range(workers)]
+    for p in procs:
+        p.start()
+    for p in procs:
+        p.join(timeout=300)
+    assert all(p.exitcode == 0 for p in procs), [p.exitcode for p in procs]
+    assert sum(json.loads(Path(o).read_text())["lost"] for o in outs) == 0
+    turns, _ = _rows(clean_postgres_dsn)
+    assert len(turns["one"]) == workers * adds
+    assert len({idx for _, _, idx in turns["one"]}) == workers * adds

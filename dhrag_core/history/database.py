@@ -35,7 +35,9 @@ from dhrag_core.validation import check_k, check_metadata, check_session_id, che
 
 __all__ = ["AddResult", "HistoryDatabase"]
 
-_MAX_RETRIES = 50  # optimistic writes under contention: retried with jittered backoff
+_RETRY_SECONDS = 120.0
+"""How long an optimistic write keeps retrying under contention (jittered backoff), before
+``StaleSessionError``: long enough for a dozen processes writing one session at once."""
 
 
 class HistoryDatabase:
@@ -181,7 +183,9 @@ class HistoryDatabase:
             vectors = self._encode_turn(query, response, items, query_vector)
         items = [replace(p, vector=None) for p in items]
 
-        for attempt in range(_MAX_RETRIES):
+        deadline = time.monotonic() + _RETRY_SECONDS
+        attempt = 0
+        while True:
             with timer("update_s"):
                 s = self._session(session_id)
                 with s.lock:
@@ -194,10 +198,14 @@ class HistoryDatabase:
                     except StaleSessionError:
                         # reloaded already; retry against the fresh state, after a jittered
                         # pause so that writers in other processes stop colliding in step
-                        time.sleep(random.uniform(0, 0.001 * 2 ** min(attempt, 6)))
+                        attempt += 1
+                        if time.monotonic() > deadline:
+                            raise StaleSessionError(
+                                f"session {session_id!r} kept changing for "
+                                f"{_RETRY_SECONDS:g} s ({attempt} tries); gave up") from None
+                        time.sleep(random.uniform(0, min(0.001 * 2 ** attempt, 0.2)))
                         continue
             return replace(result, timings=dict(timer))
-        raise StaleSessionError(f"session {session_id!r} kept changing; gave up after retries")
 
     # -- reads -----------------------------------------------------------------------------
 
