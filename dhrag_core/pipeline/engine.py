@@ -33,7 +33,13 @@ from dhrag_core.records import ContextItem, Passage, SelectedTurn, Selection, Tu
 from dhrag_core.settings import Settings
 from dhrag_core.store import HistoryStore
 from dhrag_core.timing import StageTimer
-from dhrag_core.validation import as_items, check_found, check_k, check_session_id
+from dhrag_core.validation import (
+    as_items,
+    check_found,
+    check_k,
+    check_session_id,
+    check_text,
+)
 
 __all__ = ["DHRAG"]
 
@@ -124,6 +130,8 @@ class DHRAG:
     def pending(self, session_id: str, query: str | None = None) -> Selection | None:
         """The session's selection made for ``query`` and not yet recorded (without
         ``query``: its latest one)."""
+        if query is not None and not isinstance(query, str):
+            raise TypeError(f"query must be a str, got {type(query).__name__}")
         with self._pending_lock:
             per = self._pending.get(session_id)
             if not per:
@@ -423,6 +431,7 @@ class DHRAG:
         ``Settings.max_passages`` (``select`` with a larger ``k``) keeps its best ones.
         """
         check_session_id(session_id)
+        check_text("query", query, max_chars=self.settings.max_query_chars)
         if selection is not None and selection.session_id != session_id:
             raise ValueError(
                 f"selection belongs to session {selection.session_id!r}, not {session_id!r}"
