@@ -83,22 +83,26 @@ def _worker(dsn: str, wid: int, capacity: int, barrier: Any, out: str) -> None:
                                      "conflicts": conflicts}))
 
 
+def _run_all(ctx: Any, target: Any, args: list[tuple[Any, ...]], timeout: float) -> None:
+    """Start one process per argument tuple, wait for all, and check each exited cleanly."""
+    procs = [ctx.Process(target=target, args=a) for a in args]
+    for p in procs:
+        p.start()
+    for p in procs:
+        p.join(timeout=timeout)
+    for p in procs:
+        if p.is_alive():
+            p.kill()
+    assert all(p.exitcode == 0 for p in procs), [p.exitcode for p in procs]
+
+
 def _run_workers(dsn: str, capacity: int, tmp_path: Path) -> tuple[dict[str, set[str]], int]:
     """Runs the workers; returns the turns each session was given and the number of
     optimistic conflicts (a writer found its session changed and retried)."""
     ctx = mp.get_context("spawn")
     barrier = ctx.Barrier(WORKERS * HOT_THREADS)
     outs = [str(tmp_path / f"w{w}.json") for w in range(WORKERS)]
-    procs = [ctx.Process(target=_worker, args=(dsn, w, capacity, barrier, outs[w]))
-             for w in range(WORKERS)]
-    for p in procs:
-        p.start()
-    for p in procs:
-        p.join(timeout=120)
-    for p in procs:
-        if p.is_alive():
-            p.kill()
-    assert all(p.exitcode == 0 for p in procs), [p.exitcode for p in procs]
+    _run_all(ctx, _worker, [(dsn, w, capacity, barrier, outs[w]) for w in range(WORKERS)], 120)
     added: dict[str, set[str]] = {}
     conflicts = 0
     for path in outs:
@@ -179,13 +183,8 @@ def test_twelve_processes_on_one_session_lose_no_turn(clean_postgres_dsn: str,
     ctx = mp.get_context("spawn")
     barrier = ctx.Barrier(workers)
     outs = [str(tmp_path / f"c{w}.json") for w in range(workers)]
-    procs = [ctx.Process(target=_contender, args=(clean_postgres_dsn, w, adds, barrier, outs[w]))
-             for w in range(workers)]
-    for p in procs:
-        p.start()
-    for p in procs:
-        p.join(timeout=300)
-    assert all(p.exitcode == 0 for p in procs), [p.exitcode for p in procs]
+    _run_all(ctx, _contender,
+             [(clean_postgres_dsn, w, adds, barrier, outs[w]) for w in range(workers)], 300)
     assert sum(json.loads(Path(o).read_text())["lost"] for o in outs) == 0
     turns, _ = _rows(clean_postgres_dsn)
     assert len(turns["one"]) == workers * adds
