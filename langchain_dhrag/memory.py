@@ -14,7 +14,7 @@ from langchain_core.messages import AIMessage, BaseMessage, HumanMessage
 from pydantic import Field
 
 from dhrag_core import DHRAG, Passage, Selection
-from dhrag_core.validation import check_session_id, check_text
+from dhrag_core.validation import check_session_id
 from langchain_dhrag._context import missing_session
 from langchain_dhrag.documents import (
     documents_to_passages,
@@ -236,12 +236,7 @@ class DHRAGChatMessageHistory(BaseChatMessageHistory):
             elif isinstance(m, AIMessage) and question is not None and not m.tool_calls:
                 turns.append((question, m.text))
                 question = None
-        cfg = self.engine.settings
-        for i, (q, a) in enumerate(turns):
-            check_text(f"question of turn {i}", q, max_chars=cfg.max_query_chars)
-            check_text(f"answer of turn {i}", a, max_chars=cfg.max_text_chars, allow_empty=True)
-        for q, a in turns:
-            self.engine.record(self.session_id, q, a)
+        self.engine.record_turns(self.session_id, turns)
         self._question = question
 
     def record(

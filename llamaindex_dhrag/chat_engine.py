@@ -221,17 +221,9 @@ class DHRAGChatEngine(BaseChatEngine):
         return check_text("message", message, max_chars=self._rag.settings.max_query_chars)
 
     def _seed(self, session_id: str, chat_history: Sequence[ChatMessage]) -> None:
-        """Replace the session's history with ``chat_history``: every message is checked
-        before the stored session is touched, so a bad one loses nothing."""
-        pairs = message_pairs(chat_history)
-        cfg = self._rag.settings
-        for i, (query, answer) in enumerate(pairs):
-            check_text(f"chat_history turn {i} (user)", query, max_chars=cfg.max_query_chars)
-            check_text(f"chat_history turn {i} (assistant)", answer,
-                       max_chars=cfg.max_text_chars, allow_empty=True)
-        self._rag.reset(session_id)
-        for query, answer in pairs:
-            self._rag.record(session_id, query, answer, passages=[])
+        """Replace the session's history with ``chat_history`` (every message checked before
+        the stored session is touched: ``DHRAG.record_turns``)."""
+        self._rag.record_turns(session_id, message_pairs(chat_history), replace_history=True)
 
     async def _aseed(self, session_id: str, chat_history: Sequence[ChatMessage]) -> None:
         await asyncio.to_thread(self._seed, session_id, chat_history)

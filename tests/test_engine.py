@@ -725,3 +725,17 @@ def test_follow_up_expansion_only_for_a_follow_up_in_the_latest_thread() -> None
     assert not np.allclose(search_vector("How long is it?"),
                            search_vector("How long is it?", use_cues=False))
     search_vector("How long is the Great Wall of China?")
+
+
+def test_record_turns_checks_every_turn_before_storing_any() -> None:
+    emb = HashingEmbedder()
+    rag = DHRAG(FaissKnowledgeBase(KB, emb), embedder=emb)
+    rag.record_turns("u", [("What is the Great Wall built of?", "Stone."), ("How long?", "")])
+    assert [t.query for t in rag.history.turns("u")] == ["What is the Great Wall built of?",
+                                                         "How long?"]
+    for bad in ([("fine", "ok"), ("nul \x00", "a")], [("fine", "ok"), ("q", None)]):
+        with pytest.raises((ValueError, TypeError)):
+            rag.record_turns("u", bad, replace_history=True)  # type: ignore[arg-type]
+        assert len(rag.history.turns("u")) == 2  # kept as it was
+    rag.record_turns("u", [("Where is it?", "China.")], replace_history=True)
+    assert [t.query for t in rag.history.turns("u")] == ["Where is it?"]

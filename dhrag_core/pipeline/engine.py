@@ -473,6 +473,25 @@ class DHRAG:
             metadata=metadata,
         )
 
+    def record_turns(
+        self, session_id: str, turns: Sequence[tuple[str, str]], *, replace_history: bool = False
+    ) -> None:
+        """Store (question, answer) turns, each with the passages of its pending selection
+        when one was made for it (a message history written after the retrieval), else none
+        (a transcript carried over), after checking every one: a bad text anywhere stores
+        nothing and, with ``replace_history``, keeps the session's history as it was (else
+        it is reset first)."""
+        check_session_id(session_id)
+        cfg = self.settings
+        for i, (query, answer) in enumerate(turns):
+            check_text(f"question of turn {i}", query, max_chars=cfg.max_query_chars)
+            check_text(f"answer of turn {i}", answer, max_chars=cfg.max_text_chars,
+                       allow_empty=True)
+        if replace_history:
+            self.reset(session_id)
+        for query, answer in turns:
+            self.record(session_id, query, answer)
+
     def close(self) -> None:
         """Close the history's store (``HistoryDatabase.close``); also on leaving a ``with``
         block. The knowledge base is the caller's and stays open."""
