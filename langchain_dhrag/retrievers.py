@@ -15,6 +15,7 @@ from langchain_core.runnables import RunnableConfig, ensure_config
 from pydantic import Field
 
 from dhrag_core import DHRAG, AddResult, Selection, Settings
+from dhrag_core.pipeline.engine import EngineCloser
 from dhrag_core.store import HistoryStore
 from dhrag_core.validation import check_k
 from langchain_dhrag._context import caller_context, session_from_config
@@ -25,7 +26,7 @@ from langchain_dhrag.llm import as_rewriter
 __all__ = ["DHRAGRetriever"]
 
 
-class DHRAGRetriever(BaseRetriever):
+class DHRAGRetriever(EngineCloser, BaseRetriever):
     """Retrieval with DH-RAG memory: the session's history reconstructs the query and joins
     the knowledge base's passages in one weighted context.
 
@@ -223,12 +224,5 @@ class DHRAGRetriever(BaseRetriever):
         """Forget one session's history."""
         self.engine.reset(session_id)
 
-    def close(self) -> None:
-        """Close the engine's history store (``DHRAG.close``); also on leaving a ``with``."""
-        self.engine.close()
-
-    def __enter__(self) -> DHRAGRetriever:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
+    def _engine_to_close(self) -> DHRAG:
+        return self.engine

@@ -32,6 +32,7 @@ from llama_index.core.llms.llm import LLM
 from llama_index.core.prompts import PromptTemplate
 
 from dhrag_core import DHRAG, Embedder, QueryRewriter, Selection, Settings
+from dhrag_core.pipeline.engine import EngineCloser
 from dhrag_core.store import HistoryStore
 from dhrag_core.validation import check_k, check_session_id, check_text
 from llamaindex_dhrag.answer import DEFAULT_CONTEXT_PROMPT, answer_messages, selection_sources
@@ -42,7 +43,7 @@ from llamaindex_dhrag.llm import check_llm, configured_llm
 __all__ = ["DEFAULT_CONTEXT_PROMPT", "DHRAGChatEngine"]
 
 
-class DHRAGChatEngine(BaseChatEngine):
+class DHRAGChatEngine(EngineCloser, BaseChatEngine):
     """Multi-turn RAG chat engine with DH-RAG's dynamic history database as memory.
 
     One engine serves many conversations: every chat method takes an optional ``session_id``
@@ -195,15 +196,8 @@ class DHRAGChatEngine(BaseChatEngine):
         """Forget a session's history (default: the engine's session); others are kept."""
         self._rag.reset(self._sid(session_id))
 
-    def close(self) -> None:
-        """Close the engine's history store (``DHRAG.close``); also on leaving a ``with``."""
-        self._rag.close()
-
-    def __enter__(self) -> DHRAGChatEngine:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
+    def _engine_to_close(self) -> DHRAG:
+        return self._rag
 
     # -- helpers ---------------------------------------------------------------------------
 

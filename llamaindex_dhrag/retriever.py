@@ -20,6 +20,7 @@ from dhrag_core import (
     Selection,
     Settings,
 )
+from dhrag_core.pipeline.engine import EngineCloser
 from dhrag_core.store import HistoryStore
 from dhrag_core.validation import check_k, check_session_id
 from llamaindex_dhrag.build import build_dhrag
@@ -28,7 +29,7 @@ from llamaindex_dhrag.convert import passage_from_node, selection_to_nodes
 __all__ = ["DHRAGRetriever"]
 
 
-class DHRAGRetriever(BaseRetriever):
+class DHRAGRetriever(EngineCloser, BaseRetriever):
     """Retrieves DH-RAG's integrated context for one conversation.
 
     A query goes through ``DHRAG.select``: history turns are selected, the query is
@@ -108,15 +109,8 @@ class DHRAGRetriever(BaseRetriever):
     def session_id(self) -> str:
         return self._session_id
 
-    def close(self) -> None:
-        """Close the engine's history store (``DHRAG.close``); also on leaving a ``with``."""
-        self._rag.close()
-
-    def __enter__(self) -> DHRAGRetriever:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
+    def _engine_to_close(self) -> DHRAG:
+        return self._rag
 
     @property
     def last_selection(self) -> Selection | None:

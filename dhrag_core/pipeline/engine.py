@@ -15,7 +15,7 @@ import time
 from collections import OrderedDict
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
-from typing import Any
+from typing import Any, Self
 
 import numpy as np
 
@@ -41,7 +41,7 @@ from dhrag_core.validation import (
     check_text,
 )
 
-__all__ = ["DHRAG"]
+__all__ = ["DHRAG", "EngineCloser"]
 
 _PENDING_PER_SESSION = 16
 """Selections of one session kept pending at once (a batch of its questions)."""
@@ -557,3 +557,21 @@ def _check_rows(found: Any, rows: int, call: str = "search_vectors(vectors, k)")
             + (f" of length {len(got)}" if got is not None else "")
         )
     return [check_found(row, call) for row in got]
+
+
+class EngineCloser:
+    """``close()`` and ``with`` blocks for a wrapper of a ``DHRAG`` engine (the adapters'
+    retrievers and chat engine): closing the wrapper closes the engine's history store."""
+
+    def _engine_to_close(self) -> DHRAG:
+        raise NotImplementedError
+
+    def close(self) -> None:
+        """Close the engine's history store (``DHRAG.close``); also on leaving a ``with``."""
+        self._engine_to_close().close()
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
