@@ -11,6 +11,8 @@ same turns in a process of its own.
 
     python -m benchmarks.history_micro [--sizes 1000 10000 100000] [--turns 300]
     python -m benchmarks.history_micro --embedder numpy   # peak RSS without torch
+    python -m benchmarks.history_micro --topics varied    # n / 10 topics: thousands of clusters
+    python -m benchmarks.history_micro --topics varied --sessions 10000  # triples over sessions
 
 ``--backends memory sqlite postgres`` times the same work on each store (default sizes 1k and
 10k) with the ratio to memory; PostgreSQL uses ``--dsn`` / ``$DHRAG_POSTGRES_DSN``, or else
@@ -131,10 +133,21 @@ def _load_model(embedder: str = "torch") -> float:
     return current_rss_mib() or 0.0
 
 
-def run_naive(n: int, turns: int, model: bool = True, embedder: str = "torch") -> dict[str, Any]:
+def topic_count(n: int, topics: str) -> int:
+    """Topic centres for ``n`` stored turns: a number, or ``varied`` (one per 10 turns, at
+    least 40: a long session of many subjects, thousands of clusters and chains)."""
+    if topics == "varied":
+        return max(40, n // 10)
+    if not topics.isdigit() or int(topics) < 1:
+        raise ValueError(f"--topics must be a positive number or 'varied', got {topics!r}")
+    return int(topics)
+
+
+def run_naive(n: int, turns: int, model: bool = True, embedder: str = "torch",
+              topics: str = "40") -> dict[str, Any]:
     """The fair naive baseline alone, in its own process (its peak RSS is its own)."""
     rng = np.random.default_rng(1)
-    centres = np.random.default_rng(0).standard_normal((40, DIM))
+    centres = np.random.default_rng(0).standard_normal((topic_count(n, topics), DIM))
     if model:
         _load_model(embedder)
     naive = np.asarray(_naive(n, turns, rng, centres))
@@ -154,22 +167,28 @@ def _open_store(backend: str, dsn: str | None, folder: str) -> Any:
 
 
 def run_size(n: int, turns: int, backend: str = "memory", dsn: str | None = None,
-             workers: int = 1, model: bool = False, embedder: str = "torch") -> dict[str, Any]:
+             workers: int = 1, model: bool = False, embedder: str = "torch",
+             topics: str = "40", sessions: int = 1) -> dict[str, Any]:
     """Times select + add per turn at ``n`` stored triples; with ``workers`` > 1 the turns go
     round-robin to that many databases on one store (processes behind a load balancer: each
-    turn first catches up with the others' writes)."""
+    turn first catches up with the others' writes). With ``sessions`` > 1 the triples are
+    spread over that many sessions (each full at ``n / sessions``) and each timed turn goes to
+    one drawn at random: most are not in memory (``max_sessions_in_memory``) and load first."""
     import tempfile
 
     from dhrag_core import Calibration, HistoryDatabase, Passage, Settings
 
     model_mib = _load_model(embedder) if model else None
     rng = np.random.default_rng(0)
-    centres = rng.standard_normal((40, DIM))
+    centres = rng.standard_normal((topic_count(n, topics), DIM))
     folder = tempfile.mkdtemp(prefix="dhrag-micro-")
     store = _open_store(backend, dsn, folder)
-    sid = f"s-{uuid.uuid4().hex}" if backend == "postgres" else "s"
+    prefix = f"s-{uuid.uuid4().hex}" if backend == "postgres" else "s"
+    sids = [prefix] if sessions == 1 else [f"{prefix}-{i}" for i in range(sessions)]
+    sid, per = sids[0], n // len(sids)
     t0 = time.perf_counter()
-    store.apply(sid, upsert=_seed_turns(n, rng, centres, sid))
+    for each in sids:
+        store.apply(each, upsert=_seed_turns(per, rng, centres, each))
     seed_s = time.perf_counter() - t0
     clock = iter(range(n, n + 10 * turns))
     stores = [store] + [_open_store(backend, dsn, folder) if backend != "memory" else store
@@ -177,11 +196,11 @@ def run_size(n: int, turns: int, backend: str = "memory", dsn: str | None = None
     # centred like any history (the seeded turns count as centred): the mean of the topics
     calibration = Calibration.from_vectors(centres)
     dbs = [HistoryDatabase(embedder=_ConstantEmbedder(), store=st,
-                           settings=Settings(capacity=n, merge_threshold=1.0),
+                           settings=Settings(capacity=per, merge_threshold=1.0),
                            clock=lambda: float(next(clock)), calibration=calibration)
            for st in stores]
     t0 = time.perf_counter()
-    assert dbs[0].size(sid) == n
+    assert dbs[0].size(sid) == per
     load_s = time.perf_counter() - t0
     for other in dbs[1:]:
         other.size(sid)
@@ -191,6 +210,8 @@ def run_size(n: int, turns: int, backend: str = "memory", dsn: str | None = None
         passages = [Passage(text=f"new {i}.{j}", id=f"n{i}.{j}", vector=ps[i, j])
                     for j in range(PASSAGES_PER_TURN)]
         db = dbs[i % len(dbs)]
+        if len(sids) > 1:
+            sid = sids[int(rng.integers(len(sids)))]
         a = time.perf_counter()
         db.select(sid, qs[i])
         b = time.perf_counter()
@@ -198,20 +219,27 @@ def run_size(n: int, turns: int, backend: str = "memory", dsn: str | None = None
         c = time.perf_counter()
         search_t.append(b - a)
         add_t.append(c - b)
-    assert dbs[0].size(sid) == n, "capacity bound must hold"
+    assert dbs[0].size(sid) == per, "capacity bound must hold"
+    shape = dbs[0].stats(sid)
     if backend == "postgres":
-        store.delete_session(sid)
+        for each in sids:
+            store.delete_session(each)
     for db in dbs:
         db.close()
     total = np.add(add_t, search_t)
     peak_mib = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     ms = lambda a, p: float(np.percentile(a, p) * 1e3)  # noqa: E731
     return {
-        "triples": n, "backend": backend, "workers": workers, "turns_timed": turns,
+        "triples": n, "sessions": len(sids), "backend": backend, "workers": workers,
+        "turns_timed": turns,
         "seed_s": seed_s,
         "load_s": load_s,
         "add_p50_ms": ms(add_t, 50), "search_p50_ms": ms(search_t, 50),
         "turn_p50_ms": ms(total, 50), "turn_p95_ms": ms(total, 95),
+        "select_p99_ms": ms(search_t, 99), "add_p99_ms": ms(add_t, 99),
+        "turn_p99_ms": ms(total, 99), "add_max_ms": max(add_t) * 1e3,
+        "topics": topic_count(n, topics), "clusters": shape["clusters"],
+        "chains": shape["chains"]["chains"],
         "peak_rss_mib": peak_mib, "model_rss_mib": model_mib,
         "embedder": embedder if model else None,
     }
@@ -257,16 +285,24 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--embedder", choices=["torch", "numpy"], default="torch",
                     help="the model loaded first: MiniLMEmbedder (torch, default) or "
                          "NumpyMiniLMEmbedder (the same vectors without torch)")
+    ap.add_argument("--topics", default="40",
+                    help="topic centres of the turns: a number (default 40) or 'varied' "
+                         "(one per 10 stored turns)")
+    ap.add_argument("--sessions", type=int, default=1,
+                    help="spread the stored triples over this many sessions; each timed turn "
+                         "goes to one at random (default 1)")
     ap.add_argument("--json", help="also write the figures to this file")
     ap.add_argument("--plot", help="also plot time per turn vs history size (memory) to this PNG")
     args = ap.parse_args(argv)
     if args.one and args.naive:
-        print(json.dumps(run_naive(args.one, args.turns, args.model, args.embedder)))
+        print(json.dumps(run_naive(args.one, args.turns, args.model, args.embedder,
+                                   args.topics)))
         return
     if args.one:
         print(json.dumps(run_size(args.one, args.turns, args.backend, args.dsn,
                                   workers=args.workers, model=args.model,
-                                  embedder=args.embedder)))
+                                  embedder=args.embedder, topics=args.topics,
+                                  sessions=args.sessions)))
         return
     several = args.backends != ["memory"]
     sizes = args.sizes or ([1_000, 10_000] if several else [1_000, 10_000, 100_000])
@@ -277,19 +313,25 @@ def main(argv: list[str] | None = None) -> None:
 
         server = TempPostgres()
         dsn = server.start()
+    topic_count(1, args.topics)  # a wrong --topics fails here, not in a child
     model = ["--embedder", args.embedder] if args.model else ["--no-model"]
+    model += ["--topics", args.topics]
+    if args.sessions < 1:
+        ap.error("--sessions must be at least 1")
     rows = []
     try:
         for n in sizes:
             for backend in args.backends:
                 cmd = ["--one", str(n), "--turns", str(args.turns), "--backend", backend,
-                       "--workers", str(args.workers), *model]
+                       "--workers", str(args.workers), "--sessions", str(args.sessions),
+                       *model]
                 if backend == "postgres" and dsn:
                     cmd += ["--dsn", dsn]
                 row = _child(cmd)
                 if not several:
-                    row.update(_child(["--one", str(n), "--turns", str(args.turns), "--naive",
-                                       *model]))
+                    # the naive scan over one session's triples
+                    row.update(_child(["--one", str(n // args.sessions), "--turns",
+                                       str(args.turns), "--naive", *model]))
                     row["speedup_vs_naive"] = row["naive_turn_p50_ms"] / row["turn_p50_ms"]
                 rows.append(row)
     finally:
@@ -312,20 +354,24 @@ def main(argv: list[str] | None = None) -> None:
 
 
 def _print_memory(rows: list[dict[str, Any]]) -> None:
-    head = ("| triples | select p50 ms | add p50 ms | turn p50 ms | turn p95 ms | peak RSS MiB "
-            "| naive p50 ms | naive p95 ms | naive peak RSS MiB | speed-up (p50) |")
+    head = ("| triples | topics | clusters | chains | select p50 / p99 ms | add p50 / p99 / max ms "
+            "| turn p50 / p95 / p99 ms | peak RSS MiB | naive p50 / p95 ms | naive peak RSS MiB "
+            "| speed-up (p50) |")
     print(head)
-    print("|" + "---|" * 10)
+    print("|" + "---|" * 11)
     for r in rows:
-        print(f"| {r['triples']:,} | {r['search_p50_ms']:.3f} | {r['add_p50_ms']:.3f} "
-              f"| {r['turn_p50_ms']:.3f} | {r['turn_p95_ms']:.3f} | {r['peak_rss_mib']:.0f} "
-              f"| {r['naive_turn_p50_ms']:.3f} | {r['naive_turn_p95_ms']:.3f} "
+        where = f" in {r['sessions']:,} sessions" if r.get("sessions", 1) > 1 else ""
+        print(f"| {r['triples']:,}{where} | {r['topics']:,} | {r['clusters']:,} | {r['chains']:,} "
+              f"| {r['search_p50_ms']:.2f} / {r['select_p99_ms']:.2f} "
+              f"| {r['add_p50_ms']:.2f} / {r['add_p99_ms']:.2f} / {r['add_max_ms']:.1f} "
+              f"| {r['turn_p50_ms']:.2f} / {r['turn_p95_ms']:.2f} / {r['turn_p99_ms']:.2f} "
+              f"| {r['peak_rss_mib']:.0f} "
+              f"| {r['naive_turn_p50_ms']:.2f} / {r['naive_turn_p95_ms']:.2f} "
               f"| {r['naive_peak_rss_mib']:.0f} | {r['speedup_vs_naive']:.2f}x |")
     if rows and rows[0].get("model_rss_mib") is not None:
         name = {"torch": "MiniLMEmbedder", "numpy": "NumpyMiniLMEmbedder"}[rows[0]["embedder"]]
         print(f"(both with MiniLM loaded first, {name}: {rows[0]['model_rss_mib']:.0f} MiB RSS "
               "after loading it)")
-
 
 if __name__ == "__main__":
     main()

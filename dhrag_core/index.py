@@ -24,13 +24,16 @@ __all__ = ["RowBuffer", "VectorIndex", "inner_products"]
 
 K = TypeVar("K", bound=Hashable)
 
+# a session holds thousands of small row buffers (its summary nodes): little slack each
+_NODE_SLACK = 2
+
 _NO_SCALES = np.zeros(0, dtype=np.float32)
 _NO_SCALES.setflags(write=False)
 
 
-def _grown(size: int, needed: int) -> int:
-    """A new capacity for ``needed`` rows: a quarter more, at least 8 rows of slack."""
-    return max(needed, size + max(8, size // 4))
+def _grown(size: int, needed: int, slack: int = 8) -> int:
+    """A new capacity for ``needed`` rows: a quarter more, at least ``slack`` rows more."""
+    return max(needed, size + max(slack, size // 4))
 
 
 def inner_products(rows: np.ndarray, query: np.ndarray) -> np.ndarray:
@@ -227,7 +230,7 @@ class RowBuffer:
 
     def __init__(self, rows: np.ndarray) -> None:
         codes, scales = compact.encode(rows)
-        self._alloc(codes, scales, _grown(len(rows), len(rows)))
+        self._alloc(codes, scales, _grown(len(rows), len(rows), _NODE_SLACK))
 
     def _alloc(self, codes: np.ndarray, scales: np.ndarray, size: int) -> None:
         self._buf = np.empty((size, codes.shape[1]), dtype=np.uint8)
@@ -261,7 +264,7 @@ class RowBuffer:
         code, scale = compact.encode(row)
         if self._hi == len(self._buf):
             live, scales = self.codes()
-            self._alloc(live, scales, _grown(len(live), len(live) + 1))
+            self._alloc(live, scales, _grown(len(live), len(live) + 1, _NODE_SLACK))
         i = self._lo + at
         self._buf[i + 1 : self._hi + 1] = self._buf[i : self._hi]
         self._scales[i + 1 : self._hi + 1] = self._scales[i : self._hi]
@@ -282,4 +285,4 @@ class RowBuffer:
         live = self._hi - self._lo
         if len(self._buf) > 16 and 4 * live <= len(self._buf):
             codes, scales = self.codes()
-            self._alloc(codes, scales, _grown(live, live))
+            self._alloc(codes, scales, _grown(live, live, _NODE_SLACK))

@@ -515,7 +515,9 @@ def test_tree_exposes_chains_and_clusters_to_selection() -> None:
     assert chain is not None and tree.chain_of("t1") == chain == tree.chain_of("t3")
     assert tree.chain_of("t2") != chain and tree.chain_of("missing") is None
     assert tree.chain_latest(chain, 2) == ["t1", "t3"]
-    chain_ids, rel, last = tree.rank_chains(wall, {})
+    slots, rel, last = tree.rank_chains(wall, {})
+    chain_ids = [tree.chain_at(int(slot)) for slot in slots]
+    assert all(tree.chain_slot(c) == slot for c, slot in zip(chain_ids, slots, strict=True))
     assert sorted(chain_ids) == sorted({chain, tree.chain_of("t2")})
     at = chain_ids.index(chain)
     assert rel[at] > rel[1 - at] and last[at] == 3

@@ -152,6 +152,10 @@ class ChainTracker:
         """The chain id held in a slot of ``relevance``."""
         return self._cents.key_at(slot)
 
+    def slot_of(self, chain_id: int) -> int:
+        """The slot of ``relevance`` holding a chain."""
+        return self._cents.slot_of(chain_id)
+
     def lengths(self) -> list[int]:
         return [len(c.members) for c in self.chains.values()]
 

@@ -3,8 +3,10 @@
 A new turn joins the nearest centroid if it is similar enough, else opens a cluster. A cluster
 whose quality (mean similarity of members to the centroid) falls below a floor is split
 locally with scikit-learn's agglomerative clustering, and every ``merge_every`` turns clusters
-whose centroids converged are merged. Nothing ever refits the whole history, and the keyword
-labels come from the current texts, so the vocabulary is never frozen.
+whose centroids converged are merged: only the clusters changed since the last pass are
+compared (with every centroid), so a pass costs O(changed x clusters), not O(clusters^2).
+Nothing ever refits the whole history, and the keyword labels come from the current texts, so
+the vocabulary is never frozen.
 """
 
 from __future__ import annotations
@@ -90,6 +92,11 @@ class TopicClusters:
         self._next_id = 0
         self._since_merge = 0
         self._cents: VectorIndex[int] = VectorIndex(dimension)
+        # clusters whose centroid changed since the last merge pass: only their pairs can
+        # have crossed the merge bar (every other pair was below it at that pass)
+        self._dirty: set[int] = set()
+        self.merge_comparisons = 0
+        """Centroid pairs compared by merge passes so far (the cost a test bounds)."""
 
     def __len__(self) -> int:
         return len(self.clusters)
@@ -104,11 +111,16 @@ class TopicClusters:
         c.members.add(turn_id)
         c.total = c.total + v
         self.of[turn_id] = c.id
+        self._moved(c)
+
+    def _moved(self, c: Cluster) -> None:
         self._cents.add([c.id], c.centroid)
+        self._dirty.add(c.id)
 
     def _drop(self, cid: int) -> None:
         del self.clusters[cid]
         self._cents.remove([cid])
+        self._dirty.discard(cid)
 
     def restore(self, turn_id: str, vector: Vector, cluster_id: int) -> None:
         """Put back a stored assignment (on reload), keeping the stored cluster id."""
@@ -117,12 +129,6 @@ class TopicClusters:
             c = self.clusters[cluster_id] = Cluster(cluster_id, total=np.zeros(self.dimension))
         self._join(c, turn_id, vector.astype(np.float64))
         self._next_id = max(self._next_id, cluster_id + 1)
-
-    def centroids(self) -> tuple[list[int], np.ndarray]:
-        ids = list(self.clusters)
-        if not ids:
-            return [], np.zeros((0, self.dimension), dtype=np.float32)
-        return ids, np.stack([self.clusters[i].centroid for i in ids])
 
     def nearest(self, query: Vector, n: int) -> list[tuple[Cluster, float]]:
         """The ``n`` clusters whose centroids best match ``query``, best first."""
@@ -161,7 +167,7 @@ class TopicClusters:
         if not c.members:
             self._drop(cid)
         else:
-            self._cents.add([cid], c.centroid)
+            self._moved(c)
 
     def _split(
         self, c: Cluster, vectors: Mapping[str, Floats], age: Callable[[str], int] | None
@@ -195,18 +201,26 @@ class TopicClusters:
         """Merge clusters whose centroids converged.
 
         The bar, ``max(threshold, (1 + min_quality) / 2)``, sits above what a split leaves
-        apart, so a split is not undone by the next merge pass.
+        apart, so a split is not undone by the next merge pass. Pairs are taken in cluster id
+        order, each cluster merged at most once per pass; a cluster that was not changed since
+        the last pass is compared only with those that were.
         """
-        ids, cents = self.centroids()
-        if len(ids) < 2:
+        dirty = sorted(self._dirty)
+        self._dirty.clear()
+        if len(self.clusters) < 2:
             return {}
-        sims = cents @ cents.T
-        np.fill_diagonal(sims, -1.0)
         bar = max(self.threshold, (1.0 + self.min_quality) / 2)
+        pairs: set[tuple[int, int]] = set()
+        for cid in dirty:
+            slots, sims = self._cents.similarities(self.clusters[cid].centroid)
+            self.merge_comparisons += len(slots)
+            for at in np.flatnonzero(sims >= bar):
+                other = self._cents.key_at(int(slots[at]))
+                if other != cid:
+                    pairs.add((min(cid, other), max(cid, other)))
         changed: dict[str, int] = {}
         merged: set[int] = set()
-        for a, b in zip(*np.nonzero(np.triu(sims) >= bar), strict=True):
-            ca, cb = ids[int(a)], ids[int(b)]
+        for ca, cb in sorted(pairs):
             if ca in merged or cb in merged:
                 continue
             big, small = sorted((self.clusters[ca], self.clusters[cb]), key=lambda c: -c.size)
@@ -216,10 +230,9 @@ class TopicClusters:
             big.members |= small.members
             big.total = big.total + small.total
             self._drop(small.id)
-            self._cents.add([big.id], big.centroid)
+            self._moved(big)
             merged.update((ca, cb))
         return changed
-
 
 def keyword_labels(
     groups: Mapping[int, Iterable[str]], n_terms: int = 3, only: Iterable[int] | None = None,

@@ -225,11 +225,19 @@ class SessionTree:
 
     def rank_chains(
         self, query: Vector, matched: Mapping[int, float]
-    ) -> tuple[list[int], np.ndarray, np.ndarray]:
-        """Every chain's id, relevance to ``query`` (its centroid's cosine, raised to
-        ``matched[chain]``, a matched turn's similarity) and latest turn index."""
-        slots, rel, last = self.chains.relevance(query, matched)
-        return [self.chains.at_slot(int(slot)) for slot in slots], rel, last
+    ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Every chain's slot (``chain_at`` gives its id), relevance to ``query`` (its
+        centroid's cosine, raised to ``matched[chain]``, a matched turn's similarity) and
+        latest turn index; slots ascending."""
+        return self.chains.relevance(query, matched)
+
+    def chain_at(self, slot: int) -> int:
+        """The chain id held in a slot of ``rank_chains``."""
+        return self.chains.at_slot(slot)
+
+    def chain_slot(self, chain_id: int) -> int:
+        """The slot of ``rank_chains`` holding a chain."""
+        return self.chains.slot_of(chain_id)
 
     def chain_lengths(self) -> list[int]:
         return self.chains.lengths()

@@ -7,6 +7,7 @@ import numpy.typing as npt
 
 __all__ = [
     "combined_weight", "contrast", "lowest_weights", "recency", "relevance", "thread_score",
+    "top_order",
 ]
 
 FloatArray = npt.NDArray[np.float64]
@@ -101,3 +102,17 @@ def thread_score(
     """
     rel = np.asarray(relevance, dtype=np.float64)
     return rel + bonus * recency(turns_since_active, half_life)
+
+
+def top_order(scores: npt.ArrayLike, k: int | None) -> list[int]:
+    """Positions of the ``k`` highest scores, best first, ties in position order: the first
+    ``k`` of a stable descending sort (all when ``k`` is None), found without sorting the
+    rest."""
+    s = np.asarray(scores, dtype=np.float64)
+    if k is None or k >= s.size:
+        return [int(i) for i in np.argsort(-s, kind="stable")]
+    if k <= 0:
+        return []
+    kth = np.partition(-s, k - 1)[k - 1]
+    cand = np.flatnonzero(-s <= kth)  # every tie of the k-th score, in position order
+    return [int(i) for i in cand[np.argsort(-s[cand], kind="stable")[:k]]]

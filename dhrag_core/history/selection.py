@@ -26,6 +26,7 @@ __all__ = ["Selector", "hedged_threads"]
 Clock = Callable[[], float]
 
 _CHAIN_WINDOW = 64  # latest turns of a thread weighed for selection
+_THREADS_RANKED = 8  # threads ranked per query (the rest need no order)
 
 
 def hedged_threads(threads: Sequence[tuple[int, float]], n: int,
@@ -58,7 +59,7 @@ class Selector:
             return [self._select_flat(s, qv, clock)]
         if not s.tree.has_chains:
             return [[]]
-        threads, matches = self.threads(s, qv, follow_up=follow_up)
+        threads, matches = self.threads(s, qv, follow_up=follow_up, limit=self._limit(n))
         kept = hedged_threads(threads, n, self.settings.hedge_margin)
         return [self._select_in_thread(s, qv, t, matches, clock, describe=i == 0)
                 for i, t in enumerate(kept)]
@@ -69,12 +70,19 @@ class Selector:
         cfg = self.settings
         if not cfg.use_chains or cfg.thread_link is None or not s.tree.has_chains:
             return None
-        thread, relevance = self.threads(s, qv, follow_up=is_follow_up(query))[0][0]
+        thread, relevance = self.threads(s, qv, follow_up=is_follow_up(query),
+                                         limit=self._limit(1))[0][0]
         return thread if relevance >= cfg.thread_link else None
 
-    def threads(self, s: SessionState, qv: Vector, *, follow_up: bool = False) -> Threads:
+    def _limit(self, n: int) -> int:
+        """How many threads selection ranks: the same for ``select`` and the ``add`` after
+        it (which reuses the ranking), at least the ``n`` searched."""
+        return max(n, self.settings.thread_variants, _THREADS_RANKED)
+
+    def threads(self, s: SessionState, qv: Vector, *, follow_up: bool = False,
+                limit: int | None = None) -> Threads:
         """Chains (threads) by how well the query continues them, T* first, with their
-        relevance; and the tree matches.
+        relevance (the first ``limit``; all when None); and the tree matches.
 
         A chain's relevance is its best matched turn's (or its centroid's) similarity to the
         query; chains active lately get ``thread_recency`` more, so an elliptical follow-up,
@@ -83,7 +91,7 @@ class Selector:
         one ``follow_up_margin`` more relevant: its "it" is what the latest turn spoke of,
         however alike its wording is to an older question's.
         """
-        key = qv.tobytes() + (b"f" if follow_up else b"")
+        key = qv.tobytes() + (b"f" if follow_up else b"") + str(limit).encode()
         memo = s.thread_memo
         if memo is not None and memo[0] == key and memo[1] == s.version:
             return memo[2]
@@ -95,21 +103,20 @@ class Selector:
             cid = tree.chain_of(m.turn_id)
             if cid is not None:
                 matched[cid] = max(matched.get(cid, -1.0), m.similarity)
-        ids, rel, last = tree.rank_chains(qv, matched)
+        slots, rel, last = tree.rank_chains(qv, matched)
         bonus = cfg.thread_recency if cfg.use_recency else 0.0
         score = scoring.thread_score(rel, s.next_index - last, bonus, cfg.thread_half_life)
-        order = [int(i) for i in np.argsort(-score, kind="stable")]
+        order = scoring.top_order(score, limit)
         current = tree.chain_of(s.latest) if s.latest is not None else None
         best = order[0]
-        if current is not None and ids[best] != current:
-            stay = ids.index(current)
+        if current is not None:
+            stay = int(np.searchsorted(slots, tree.chain_slot(current)))
             weak = cfg.thread_switch is not None and rel[best] < cfg.thread_switch
             held = (follow_up and cfg.use_cues
                     and rel[best] - rel[stay] < cfg.follow_up_margin)
-            if weak or held:
-                order.remove(stay)
-                order.insert(0, stay)
-        found = [(ids[i], float(rel[i])) for i in order], matches
+            if stay != best and (weak or held):
+                order = [stay, *(i for i in order if i != stay)][: len(order)]
+        found = [(tree.chain_at(int(slots[i])), float(rel[i])) for i in order], matches
         s.thread_memo = (key, s.version, found)
         return found
 
