@@ -21,6 +21,7 @@ from dhrag_core.algorithm.calibration import Calibration, calibrate
 from dhrag_core.algorithm.chains import chain_length_stats
 from dhrag_core.algorithm.discourse import is_follow_up
 from dhrag_core.algorithm.summaries import ExtractiveSummariser, Summariser
+from dhrag_core.closing import Closeable
 from dhrag_core.embedding import Embedder, MiniLMEmbedder, encode_checked
 from dhrag_core.history.inputs import check_passages, check_timestamp, check_vector, encode_turn
 from dhrag_core.history.selection import Selector
@@ -40,7 +41,7 @@ _RETRY_SECONDS = 120.0
 ``StaleSessionError``: long enough for a dozen processes writing one session at once."""
 
 
-class HistoryDatabase:
+class HistoryDatabase(Closeable):
     """Per-session store of (query, passages, response) triples with relevance+recency upkeep.
 
     Thread-safe: turns of different sessions proceed in parallel, turns of one session in
@@ -268,7 +269,8 @@ class HistoryDatabase:
             return s.tree.chain_of(s.latest) if s.latest is not None else None
 
     def stats(self, session_id: str) -> dict[str, Any]:
-        """Size of the session's tree: turns, clusters, chains and chain-length statistics."""
+        """Size of the session's tree: turns, clusters, chains and chain-length statistics,
+        and the vectors compared so far by matching and by the clusters' merge passes."""
         check_session_id(session_id)
         s = self._session(session_id)
         with s.lock:
@@ -277,6 +279,7 @@ class HistoryDatabase:
                 "clusters": len(s.tree.clusters),
                 "chains": chain_length_stats(s.tree.chain_lengths()),
                 "comparisons": s.tree.comparisons,
+                "merge_comparisons": s.tree.clusters.merge_comparisons,
             }
 
     def comparisons(self, session_id: str) -> int:
@@ -311,8 +314,3 @@ class HistoryDatabase:
         at interpreter exit). Also on leaving a ``with`` block."""
         self.store.close()
 
-    def __enter__(self) -> HistoryDatabase:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()

@@ -15,7 +15,7 @@ import time
 from collections import OrderedDict
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
-from typing import Any, Self
+from typing import Any
 
 import numpy as np
 
@@ -26,6 +26,7 @@ from dhrag_core.algorithm.integration import Candidate, integrate
 from dhrag_core.algorithm.lexical import word_overlap
 from dhrag_core.algorithm.rewriting import LightRewriter, QueryRewriter, Rewrite, expand_vector
 from dhrag_core.algorithm.summaries import Summariser
+from dhrag_core.closing import Closeable
 from dhrag_core.embedding import Embedder, encode_checked
 from dhrag_core.history import AddResult, HistoryDatabase
 from dhrag_core.knowledge.base import KnowledgeBase
@@ -47,7 +48,7 @@ _PENDING_PER_SESSION = 16
 """Selections of one session kept pending at once (a batch of its questions)."""
 
 
-class DHRAG:
+class DHRAG(Closeable):
     """The DH-RAG pipeline over a static knowledge base and a dynamic history database.
 
     Args:
@@ -497,11 +498,6 @@ class DHRAG:
         block. The knowledge base is the caller's and stays open."""
         self.history.close()
 
-    def __enter__(self) -> DHRAG:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
 
     def reset(self, session_id: str) -> None:
         """Forget one session's history (and its pending selection)."""
@@ -559,7 +555,7 @@ def _check_rows(found: Any, rows: int, call: str = "search_vectors(vectors, k)")
     return [check_found(row, call) for row in got]
 
 
-class EngineCloser:
+class EngineCloser(Closeable):
     """``close()`` and ``with`` blocks for a wrapper of a ``DHRAG`` engine (the adapters'
     retrievers and chat engine): closing the wrapper closes the engine's history store."""
 
@@ -569,9 +565,3 @@ class EngineCloser:
     def close(self) -> None:
         """Close the engine's history store (``DHRAG.close``); also on leaving a ``with``."""
         self._engine_to_close().close()
-
-    def __enter__(self) -> Self:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()

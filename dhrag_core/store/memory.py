@@ -7,6 +7,7 @@ import threading
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
+from dhrag_core.closing import Closeable
 from dhrag_core.records import Turn
 from dhrag_core.store.base import (
     DELETE,
@@ -33,7 +34,7 @@ class _Session:
     log: list[tuple[int, str, int]] = field(default_factory=list)
 
 
-class MemoryStore:
+class MemoryStore(Closeable):
     """A dict of sessions behind a lock; same contract as the durable stores."""
 
     def __init__(self) -> None:

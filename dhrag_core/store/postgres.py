@@ -13,6 +13,7 @@ import threading
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any, TypeVar
 
+from dhrag_core.closing import Closeable
 from dhrag_core.records import Turn
 from dhrag_core.redact import redact_url, url_secrets
 from dhrag_core.store.base import (
@@ -76,7 +77,7 @@ class _Uncommitted(Exception):
     """The connection failed before COMMIT was sent: nothing was written, safe to retry."""
 
 
-class PostgresStore:
+class PostgresStore(Closeable):
     """History in PostgreSQL, shared by any number of threads and processes.
 
     Args:

@@ -9,6 +9,7 @@ import threading
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 
+from dhrag_core.closing import Closeable
 from dhrag_core.records import Turn
 from dhrag_core.store.base import (
     DELETE,
@@ -39,14 +40,15 @@ def _is_damage(exc: sqlite3.DatabaseError) -> bool:
 _SCHEMA = ddl("sqlite")
 
 
-class SQLiteStore:
+class SQLiteStore(Closeable):
     """History in one SQLite file; safe for threads of one process and for several processes.
 
     A file that is not writable opens read-only (reads work, writes raise ``PermissionError``).
     A file of another application is refused (``CorruptStoreError``) and left as it was.
 
     Args:
-        path: The database file (created with its folder if missing).
+        path: The database file (created with its folder if missing, readable by its owner
+            only: a chat history is private).
         timeout: Seconds to wait for another process's write lock.
         read_only: Open for reading only (default: when the file is not writable).
     """
@@ -64,7 +66,7 @@ class SQLiteStore:
             read_only = self.path.is_file() and not os.access(self.path, os.W_OK)
         self.read_only = read_only
         if not read_only:
-            self.path.parent.mkdir(parents=True, exist_ok=True)
+            self._create_private()
         self._lock = threading.RLock()
         self._conn = self._connect(timeout)
         try:
@@ -87,6 +89,14 @@ class SQLiteStore:
         except BaseException:
             self._conn.close()
             raise
+
+    def _create_private(self) -> None:
+        """Create the folder (owner only) and an empty file (0600) if missing; SQLite gives
+        its -wal and -shm files the database file's permissions."""
+        if not self.path.parent.exists():
+            self.path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+        with contextlib.suppress(FileExistsError):
+            os.close(os.open(self.path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o600))
 
     def _connect(self, timeout: float) -> sqlite3.Connection:
         def connect(target: str, uri: bool) -> sqlite3.Connection:

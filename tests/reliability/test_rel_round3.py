@@ -20,6 +20,7 @@ from dhrag_core import (
     HistoryDatabase,
     Passage,
     Settings,
+    SQLiteStore,
 )
 from dhrag_core.app.chat_cli import run_chat, run_sessions
 from dhrag_core.app.cli import build_parser
@@ -389,3 +390,21 @@ def test_postgres_roles_without_rights_get_a_permission_error(postgres_dsn: str,
     args = build_parser().parse_args(["sessions", "--store", reader, "--delete", "s"])
     assert run_sessions(args, io.StringIO()) == 2
     assert "permission denied" in capsys.readouterr().err
+
+
+def test_a_new_sqlite_history_is_readable_by_its_owner_only(tmp_path: Path) -> None:
+    """The default chat.db holds a user's conversations: created 0600 (its -wal too), in a
+    folder created 0700; an existing file keeps the permissions its owner gave it."""
+    path = tmp_path / "new" / "dhrag" / "chat.db"
+    with SQLiteStore(path) as store:
+        HistoryDatabase(embedder=HashingEmbedder(dimension=32), store=store).add(
+            "s", "question", ["passage"], "answer")
+        assert (path.stat().st_mode & 0o777) == 0o600
+        wal = path.with_name("chat.db-wal")
+        assert wal.exists() and (wal.stat().st_mode & 0o777) == 0o600
+    assert (path.parent.stat().st_mode & 0o777) == 0o700
+    shared = tmp_path / "shared.db"
+    shared.touch(mode=0o644)
+    shared.chmod(0o644)
+    SQLiteStore(shared).close()
+    assert (shared.stat().st_mode & 0o777) == 0o644

@@ -1,0 +1,20 @@
+"""``with`` blocks for the objects that hold a store's connections."""
+
+from __future__ import annotations
+
+from typing import Self
+
+__all__ = ["Closeable"]
+
+
+class Closeable:
+    """Leaving a ``with`` block calls ``close()``, which the subclass defines."""
+
+    def close(self) -> None:
+        raise NotImplementedError
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
