@@ -48,11 +48,12 @@ class _VectorsPlusNew(Mapping[str, Floats]):
 
 @dataclass
 class Cluster:
-    """A topic: its member turn ids and the running sum of their unit vectors."""
+    """A topic: its member turn ids and the running sum of their unit vectors (float32: a
+    session holds thousands, and only the sum's direction is read)."""
 
     id: int
     members: set[str] = field(default_factory=set)
-    total: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.float64))
+    total: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.float32))
 
     @property
     def size(self) -> int:
@@ -102,7 +103,7 @@ class TopicClusters:
         return len(self.clusters)
 
     def _new(self) -> Cluster:
-        c = Cluster(self._next_id, total=np.zeros(self.dimension))
+        c = Cluster(self._next_id, total=np.zeros(self.dimension, dtype=np.float32))
         self.clusters[c.id] = c
         self._next_id += 1
         return c
@@ -126,8 +127,9 @@ class TopicClusters:
         """Put back a stored assignment (on reload), keeping the stored cluster id."""
         c = self.clusters.get(cluster_id)
         if c is None:
-            c = self.clusters[cluster_id] = Cluster(cluster_id, total=np.zeros(self.dimension))
-        self._join(c, turn_id, vector.astype(np.float64))
+            c = self.clusters[cluster_id] = Cluster(
+                cluster_id, total=np.zeros(self.dimension, dtype=np.float32))
+        self._join(c, turn_id, vector.astype(np.float32))
         self._next_id = max(self._next_id, cluster_id + 1)
 
     def nearest(self, query: Vector, n: int) -> list[tuple[Cluster, float]]:
@@ -144,7 +146,7 @@ class TopicClusters:
         re-organises a cluster; ``age`` orders turns oldest first (default: insertion order
         of ``vectors``) so a split of a huge cluster looks at its newest members.
         """
-        v = vector.astype(np.float64)
+        v = vector.astype(np.float32)
         best = self.nearest(vector, 1)
         target = best[0][0] if best and best[0][1] >= self.threshold else self._new()
         self._join(target, turn_id, v)
@@ -163,7 +165,7 @@ class TopicClusters:
             return
         c = self.clusters[cid]
         c.members.discard(turn_id)
-        c.total = c.total - vector.astype(np.float64)
+        c.total = c.total - vector.astype(np.float32)
         if not c.members:
             self._drop(cid)
         else:
@@ -193,7 +195,7 @@ class TopicClusters:
             for m, lab in zip(members, labels, strict=True):
                 if lab == label:
                     self.remove(m, vectors[m])
-                    self._join(fresh, m, vectors[m].astype(np.float64))
+                    self._join(fresh, m, vectors[m].astype(np.float32))
                     changed[m] = fresh.id
         return changed
 

@@ -19,17 +19,18 @@ __all__ = ["OrderedMembers"]
 
 class OrderedMembers:
     """Member turn ids sorted by turn index (``members[-1]`` is the latest) and the running
-    sum of their vectors; with ``rows=True`` also their vectors, stacked in member order and
+    sum of their vectors (float32: a session holds thousands of nodes, and only the sum's
+    direction is read); with ``rows=True`` also their vectors, stacked in member order and
     kept in step with every add and discard (``rows``, ``row``, ``products``) as int8 codes:
-    vectors already ``compact.rounded`` read back exactly, so a discard that subtracts the
-    stored row cancels the add."""
+    vectors already ``compact.rounded`` read back exactly, so a discard subtracts the very
+    vector the add added."""
 
     __slots__ = ("_rows", "indexes", "members", "total")
 
     def __init__(self, dimension: int, rows: bool = False) -> None:
         self.members: list[str] = []
         self.indexes: list[int] = []
-        self.total = np.zeros(dimension, dtype=np.float64)
+        self.total = np.zeros(dimension, dtype=np.float32)
         self._rows = RowBuffer(np.zeros((0, dimension), dtype=np.float32)) if rows else None
 
     def __len__(self) -> int:
@@ -41,7 +42,7 @@ class OrderedMembers:
         self.indexes.insert(at, index)
         if self._rows is not None:
             self._rows.insert(at, vector)
-        self.total = self.total + vector.astype(np.float64)
+        self.total = self.total + vector.astype(np.float32)
 
     def position(self, turn_id: str, index: int | None = None) -> int:
         """Where ``turn_id`` (of turn ``index``, if known: found by bisection) is; ValueError
@@ -57,7 +58,7 @@ class OrderedMembers:
         del self.members[at], self.indexes[at]
         if self._rows is not None:
             self._rows.delete(at)
-        self.total = self.total - vector.astype(np.float64)
+        self.total = self.total - vector.astype(np.float32)
 
     def _buffer(self) -> RowBuffer:
         if self._rows is None:
