@@ -1,8 +1,10 @@
 """A throw-away local PostgreSQL server for tests and benchmarks (needs ``initdb``/``pg_ctl``).
 
 As root, the server runs as the ``postgres`` system user (``initdb`` refuses root). It listens
-on 127.0.0.1 and a free port, trusts local connections, runs with ``fsync=off`` and lives in a
-temporary folder that ``stop`` removes.
+on 127.0.0.1 and a free port, trusts local connections, runs with ``fsync=off`` (fast, not
+crash-safe; ``durable=True`` keeps PostgreSQL's durable defaults) and lives in a temporary
+folder that ``stop`` removes. ``crash`` stops it like a crash (no checkpoint), so
+``start_server`` runs crash recovery.
 
     with TempPostgres() as pg:
         store = PostgresStore(pg.dsn)
@@ -50,10 +52,16 @@ def _free_port() -> int:
 
 
 class TempPostgres:
-    """Start with ``start()`` (or ``with``); ``dsn`` names a fresh database on it."""
+    """Start with ``start()`` (or ``with``); ``dsn`` names a fresh database on it.
 
-    def __init__(self, database: str = DATABASE) -> None:
+    ``durable=False`` (the default) runs with ``fsync``, ``synchronous_commit`` and
+    ``full_page_writes`` off: an acknowledged commit can be lost on a crash. ``durable=True``
+    leaves them at PostgreSQL's defaults (on), for crash-durability tests.
+    """
+
+    def __init__(self, database: str = DATABASE, *, durable: bool = False) -> None:
         self.database = database
+        self.durable = durable
         self.port = 0
         self.root: Path | None = None
         self._opts = ""
@@ -108,8 +116,9 @@ class TempPostgres:
                       "-E", "UTF8", "--no-sync", "--no-instructions")
             self.port = _free_port()
             opts = (f"-c listen_addresses=127.0.0.1 -p {self.port} "
-                    f"-c unix_socket_directories='{self.root}' -c fsync=off "
-                    "-c synchronous_commit=off -c full_page_writes=off -c max_connections=200")
+                    f"-c unix_socket_directories='{self.root}' -c max_connections=200")
+            if not self.durable:
+                opts += " -c fsync=off -c synchronous_commit=off -c full_page_writes=off"
             self._opts = opts
             self.start_server()
             self._create_database()
@@ -134,8 +143,14 @@ class TempPostgres:
         """Stop the server (fast shutdown), keeping its data for ``start_server``."""
         self._run("pg_ctl", "-D", str(self.data), "-w", "-m", "fast", "stop")
 
+    def crash(self) -> None:
+        """Crash-stop the server (``pg_ctl stop -m immediate``: every process quits at once,
+        without a checkpoint; what is only in shared memory is lost), keeping its data;
+        ``start_server`` then runs crash recovery."""
+        self._run("pg_ctl", "-D", str(self.data), "-w", "-t", "60", "-m", "immediate", "stop")
+
     def start_server(self) -> None:
-        """Start the stopped server again, on the same port and folder."""
+        """Start the stopped (or crashed) server again, on the same port and folder."""
         self._run("pg_ctl", "-D", str(self.data), "-o", self._opts, "-l",
                   str(self.data.parent / "server.log"), "-w", "-t", "60", "start")
 
