@@ -408,3 +408,42 @@ def test_a_new_sqlite_history_is_readable_by_its_owner_only(tmp_path: Path) -> N
     shared.chmod(0o644)
     SQLiteStore(shared).close()
     assert (shared.stat().st_mode & 0o777) == 0o644
+
+
+@pytest.mark.parametrize("wait_first", [False, True])
+def test_a_retried_cancelled_arecord_stores_the_turn_once(wait_first: bool) -> None:
+    """``arecord`` runs in a worker thread that a cancel cannot stop: the turn may still be
+    stored after the caller saw ``CancelledError``. Retrying the same turn (before or after
+    that thread finished) leaves one stored turn with its passages, not a duplicate."""
+    import asyncio
+    import time
+
+    emb = HashingEmbedder()
+    rag = DHRAG(FaissKnowledgeBase(WALLS[:10], emb), embedder=emb)
+    question = "How long is wall number 3?"
+
+    def stored() -> list[Any]:
+        return [t for t in rag.history.turns("s") if t.query == question]
+
+    async def run() -> list[str]:
+        rag.record("s", "What is wall number 1 made of?", "Stone.")
+        sel = rag.select("s", question)
+        task = asyncio.create_task(rag.arecord("s", question, "30 km.", selection=sel))
+        await asyncio.sleep(0)
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+        if wait_first:
+            while not stored():
+                await asyncio.sleep(0.01)
+        await rag.arecord("s", question, "30 km.", selection=sel)
+        return [p.key for p in sel.passages]
+
+    shown = asyncio.run(run())
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline and stored()[0].merges == 0:
+        time.sleep(0.01)  # the cancelled call's thread may still be writing
+    turns = stored()
+    assert len(turns) == 1 and turns[0].merges == 1 and turns[0].response == "30 km."
+    assert [p.key for p in turns[0].passages] == shown
+    assert rag.history.size("s") == 2
