@@ -189,6 +189,10 @@ def _core_doors(w: World) -> dict[str, tuple[str, Callable[[Any], Any]]]:
         "DHRAG.record(query=)": ("write", lambda v: rag.record("alice", v, "an answer")),
         "DHRAG.record(response=)": (
             "write", lambda v: rag.record("alice", "How far is the Moon?", v)),
+        "DHRAG.record_turns([(x, answer)])": (
+            "write", lambda v: rag.record_turns("alice", [(v, "An answer.")])),
+        "DHRAG.record_turns([(question, x)])": (
+            "write", lambda v: rag.record_turns("alice", [("Where does the Nile flow?", v)])),
     }
 
 
@@ -263,8 +267,14 @@ def _llamaindex_doors(w: World) -> dict[str, tuple[str, Callable[[Any], Any]]]:
         msgs = [ChatMessage(role=MessageRole.USER, content=v)] if isinstance(v, str) else [v]
         return asyncio.run(block.aget(messages=msgs))
 
+    def chat_with_history(v: Any) -> Any:
+        answer = ChatMessage(role=MessageRole.ASSISTANT, content=v) if isinstance(v, str) else v
+        history = [ChatMessage(role=MessageRole.USER, content="Tell me about the Nile."), answer]
+        return engine.chat("How long is it?", chat_history=history)
+
     return {
         "LI DHRAGChatEngine.chat": ("write", lambda v: engine.chat(v)),
+        "LI DHRAGChatEngine.chat(chat_history=[.., x])": ("write", chat_with_history),
         "LI DHRAGRetriever.retrieve": ("read", lambda v: retriever.retrieve(v)),
         "LI DHRAGMemoryBlock.aput": ("write", put),
         "LI DHRAGMemoryBlock.aget": ("read", get),
