@@ -280,6 +280,30 @@ def test_use_recency_off_weighs_by_relevance_alone(clock: FakeClock) -> None:
     assert {p.turn.query for p in on} == {p.turn.query for p in off}
 
 
+def test_use_recency_off_drops_the_recent_threads_bonus_in_the_thread_choice(
+        clock: FakeClock) -> None:
+    """The query matches the older thread (.55) a little better than the latest one (.5):
+    the latest thread's larger recency bonus keeps it T*; without recency the older one
+    wins."""
+    a, b = unit(1), unit(0, 1)
+    q = unit(0.55, 0.5, float(np.sqrt(1 - 0.55**2 - 0.5**2)))
+    table = {"walls of stone": a, "stone walls answer": a, "bond coupons": b,
+             "coupon answer": b, "tell me about lighthouse keepers history": q}
+
+    def t_star(recency: bool) -> set[str]:
+        db = HistoryDatabase(embedder=_fixed_embedder(table), clock=clock,
+                             settings=Settings(use_recency=recency, use_cues=False,
+                                               calibrate=False))
+        for question, answer in [("walls of stone", "stone walls answer")] * 2 + [
+                ("bond coupons", "coupon answer")] * 2:
+            db.add("s", question, [], answer)
+        picked = db.select("s", "tell me about lighthouse keepers history")
+        return {p.turn.query for p in picked}
+
+    assert t_star(True) == {"bond coupons"}
+    assert t_star(False) == {"walls of stone"}
+
+
 def _fixed_embedder(table: dict[str, np.ndarray]) -> FunctionEmbedder:
     return FunctionEmbedder(lambda texts: [table.get(t, unit(0, 0, 0, 0, 0, 0, 1))
                                            for t in texts], DIM)
@@ -314,10 +338,13 @@ def _many_topics(settings: Settings, clock: FakeClock) -> HistoryDatabase:
     return db
 
 
+@pytest.mark.parametrize("chains", [True, False])
 @pytest.mark.parametrize("switch", ["use_hierarchy", "use_clustering"])
-def test_tree_switches_change_what_matching_compares(switch: str, clock: FakeClock) -> None:
+def test_tree_switches_change_what_matching_compares(switch: str, chains: bool,
+                                                     clock: FakeClock) -> None:
+    """In the default path (threads) as in the flat one (``use_chains=False``)."""
     base = Settings(min_tree_turns=16, tree_clusters=2, tree_summaries=2, tree_turns=4,
-                    use_chains=False)
+                    use_chains=chains)
     counts = []
     for on in (True, False):
         db = _many_topics(base.with_(**{switch: on}), clock)
