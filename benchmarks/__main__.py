@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import json
 import logging
 import os
 import sys
@@ -27,7 +28,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 import benchmarks.dhrag_systems
-from benchmarks.convert_mtrag import convert
+from benchmarks.convert_mtrag import MANIFEST_FILE, convert
 from benchmarks.data import KB_FILE, TASKS_FILE
 from benchmarks.embedders import EMBEDDERS
 from benchmarks.interleave import write_interleaved
@@ -118,8 +119,25 @@ def _paths(args: argparse.Namespace) -> tuple[Path, Path, Path]:
     return data, cache, bench
 
 
-def _ensure_converted(data: Path, bench: Path, explicit: bool) -> None:
-    if (bench / KB_FILE).is_file() and (bench / TASKS_FILE).is_file():
+def _converted_from(bench: Path) -> Path | None:
+    """The raw data folder a converted benchmark was made from (its manifest), if known."""
+    try:
+        source = json.loads((bench / MANIFEST_FILE).read_text(encoding="utf-8"))["source"]
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+    return Path(source).resolve() if isinstance(source, str) else None
+
+
+def _ensure_converted(data: Path, bench: Path, explicit: bool, data_given: bool = False) -> None:
+    """Convert ``data`` into ``bench`` unless done. A ``--data`` given (``data_given``) must
+    exist even when a conversion is cached, and one made from another folder is redone."""
+    cached = (bench / KB_FILE).is_file() and (bench / TASKS_FILE).is_file()
+    if data_given and not explicit:
+        _require_data(data)
+        if cached and _converted_from(bench) != data.resolve():
+            logging.getLogger(__name__).info("%s was converted from another folder", bench)
+            cached = False
+    if cached:
         return
     if explicit:
         raise DataMissingError(f"{bench} has no {KB_FILE} and {TASKS_FILE} (the neutral format "
@@ -157,10 +175,11 @@ def _run(args: argparse.Namespace) -> int:
             and (bench / TASKS_FILE).is_file():
         # tasks over the MTRAG knowledge base (benchmarks/scenarios): converted on first use
         mtrag = cache / "benchmarks" / "mtrag"
-        _ensure_converted(data, mtrag, explicit=False)
+        _ensure_converted(data, mtrag, explicit=False, data_given=args.data is not None)
         kb_file = mtrag / KB_FILE
     else:
-        _ensure_converted(data, bench, explicit=args.bench is not None)
+        _ensure_converted(data, bench, explicit=args.bench is not None,
+                          data_given=args.data is not None)
     for name, why in benchmarks.dhrag_systems.SKIPPED.items():
         print(f"{name}: skipped, {why}", file=sys.stderr)
     if args.systems:
@@ -219,7 +238,8 @@ def _main(args: argparse.Namespace) -> int:
         return _list()
     if args.command == "interleave":
         data, _, bench = _paths(args)
-        _ensure_converted(data, bench, explicit=args.bench is not None)
+        _ensure_converted(data, bench, explicit=args.bench is not None,
+                          data_given=args.data is not None)
         print(write_interleaved(bench, args.out, threads=args.threads,
                                 block=tuple(args.block), seed=args.seed))
         return 0

@@ -490,6 +490,17 @@ def test_cli_runs_on_a_neutral_dataset(tmp_path: Path, capsys: pytest.CaptureFix
     assert cli_main(["run", "--bench", str(tmp_path / "nothing"), "--out", str(tmp_path)]) == 2
 
 
+def test_a_data_folder_given_must_exist_even_with_a_cached_conversion(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    cached = tmp_path / "cache" / "benchmarks" / "mtrag"
+    write_kb(_kb(), cached / "kb.jsonl")
+    write_tasks(_tasks(), cached / "tasks.jsonl")
+    (cached / "manifest.json").write_text(json.dumps({"source": str(tmp_path / "raw")}))
+    code = cli_main(["run", "--quick", "--data", str(tmp_path / "typo"), "--cache",
+                     str(tmp_path / "cache"), "--out", str(tmp_path / "out")])
+    assert code == 2 and "typo does not exist" in capsys.readouterr().err
+
+
 # --- end to end with the real model -------------------------------------------------------
 
 
@@ -534,6 +545,11 @@ def test_history_micro_benchmark_runs_small_with_one_and_two_workers() -> None:
         assert row["triples"] == 200 and 0 < row["turn_p50_ms"] <= row["turn_p95_ms"]
         assert row["model_rss_mib"] is None and row["peak_rss_mib"] > 0
     assert one["workers"] == 1 and two["workers"] == 2
+    varied = run_size(400, 20, topics="varied", sessions=4)
+    assert varied["topics"] == 40 and varied["sessions"] == 4 and varied["triples"] == 400
+    assert 0 < varied["add_p99_ms"] <= varied["add_max_ms"]
+    with pytest.raises(ValueError, match="--topics"):
+        run_size(200, 20, topics="many")
     naive = run_naive(200, 20, model=False)
     assert 0 < naive["naive_turn_p50_ms"] <= naive["naive_turn_p95_ms"]
     assert naive["naive_peak_rss_mib"] > 0
