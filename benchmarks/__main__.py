@@ -22,7 +22,6 @@ import argparse
 import importlib
 import json
 import logging
-import os
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -32,9 +31,8 @@ from benchmarks.convert_mtrag import MANIFEST_FILE, convert
 from benchmarks.data import KB_FILE, TASKS_FILE
 from benchmarks.embedders import EMBEDDERS
 from benchmarks.interleave import write_interleaved
+from benchmarks.paths import SEED_FILE, default_cache, default_data
 
-REPO_ROOT = Path(__file__).resolve().parents[1]
-SEED_FILE = "kb_minilm.npz"
 MTRAG_FILES = ("conversations.jsonl", "tasks.jsonl", "corpus_pool.jsonl", "retrieval_tasks")
 DATA_HELP = ("MTRAG is IBM's mt-rag-benchmark (github.com/IBM/mt-rag-benchmark, Apache-2.0); "
              "lay it out as README.md 'Benchmark data' says, then pass --data DIR or set "
@@ -43,16 +41,6 @@ DATA_HELP = ("MTRAG is IBM's mt-rag-benchmark (github.com/IBM/mt-rag-benchmark, 
 
 class DataMissingError(FileNotFoundError):
     """The benchmark data is not where the command looks (said in one line, exit 2)."""
-
-
-def default_data() -> Path:
-    """``$DHRAG_DATA``, else ``../shared/data/mtrag`` relative to the repository."""
-    return Path(os.environ.get("DHRAG_DATA") or REPO_ROOT / ".." / "shared" / "data" / "mtrag")
-
-
-def default_cache() -> Path:
-    """``$DHRAG_CACHE``, else ``~/.cache/dhrag``."""
-    return Path(os.environ.get("DHRAG_CACHE") or Path.home() / ".cache" / "dhrag").expanduser()
 
 
 def _common(p: argparse.ArgumentParser) -> None:

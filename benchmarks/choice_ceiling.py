@@ -42,17 +42,17 @@ from typing import Any
 
 import numpy as np
 
-from benchmarks.__main__ import default_cache
+from benchmarks.crossval import fold_of
 from benchmarks.data import build_conversations
 from benchmarks.dhrag_systems import DHRAGSystem
 from benchmarks.interleave import interleave_benchmark
 from benchmarks.metrics import TaskScore, reciprocal_rank
 from benchmarks.mtrag_kb import load_with_kb
+from benchmarks.paths import default_cache
 from benchmarks.replay import replay, score_runs
 from benchmarks.sparse import tokenize
 from benchmarks.systems import BenchContext
 from benchmarks.thread_gap import swapped
-from benchmarks.tune_dhrag import fold_of
 from dhrag_core import DHRAG, FaissKnowledgeBase, Settings
 from dhrag_core.algorithm import scoring
 from dhrag_core.algorithm.hierarchy import topic_vector

@@ -19,11 +19,11 @@ from typing import Any
 
 import numpy as np
 
-from benchmarks.__main__ import default_cache
 from benchmarks.data import Benchmark, build_conversations
 from benchmarks.dhrag_systems import DHRAGSystem, ThreadOracleSystem
 from benchmarks.interleave import interleave_benchmark
 from benchmarks.mtrag_kb import load_with_kb
+from benchmarks.paths import default_cache
 from benchmarks.replay import replay, score_runs
 from benchmarks.systems import REGISTRY, BenchContext
 from dhrag_core import Settings

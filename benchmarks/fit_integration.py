@@ -18,11 +18,11 @@ import logging
 import faiss
 import numpy as np
 
-from benchmarks.__main__ import default_cache, default_data
 from benchmarks.data import load_benchmark
 from benchmarks.dhrag_systems import memo_for
 from benchmarks.kbcache import kb_vectors
 from benchmarks.metrics import reciprocal_rank
+from benchmarks.paths import default_cache, default_data
 from dhrag_core import DHRAG, FaissKnowledgeBase, MiniLMEmbedder, Settings
 
 

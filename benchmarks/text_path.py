@@ -31,6 +31,7 @@ from typing import Any, cast
 
 import numpy as np
 
+from benchmarks.crossval import cross_validate, fold_of
 from benchmarks.data import Benchmark, load_benchmark
 from benchmarks.dhrag_systems import DHRAGSystem, MemoEmbedder
 from benchmarks.kbcache import kb_vectors
@@ -119,7 +120,6 @@ def cross_validate_text(
     folds: int = 5, grid: dict[str, tuple[object, ...]] | None = None,
 ) -> dict[str, Any]:
     """Replay the text path for every setting of ``grid``; tuned and cross-validated MRR@10."""
-    from benchmarks.tune_dhrag import cross_validate, fold_of
 
     vectors = kb_vectors(bench.kb, embedder, "all-MiniLM-L6-v2", cache_dir=cache_dir,
                          seed=seed, show_progress=False)

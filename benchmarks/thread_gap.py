@@ -26,12 +26,12 @@ from typing import Any
 
 import numpy as np
 
-from benchmarks.__main__ import default_cache
 from benchmarks.data import build_conversations
 from benchmarks.dhrag_systems import DHRAGSystem
 from benchmarks.interleave import interleave_benchmark
 from benchmarks.metrics import reciprocal_rank
 from benchmarks.mtrag_kb import load_with_kb
+from benchmarks.paths import default_cache
 from benchmarks.systems import BenchContext
 from dhrag_core import DHRAG, Settings
 from dhrag_core.algorithm.chains import Chain, ChainTracker

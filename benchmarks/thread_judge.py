@@ -39,7 +39,6 @@ from typing import Any
 
 import numpy as np
 
-from benchmarks.__main__ import default_cache
 from benchmarks.data import (
     Conversation,
     build_conversations,
@@ -49,6 +48,7 @@ from benchmarks.data import (
 )
 from benchmarks.interleave import interleave_benchmark
 from benchmarks.mtrag_kb import load_with_kb
+from benchmarks.paths import default_cache
 from benchmarks.systems import BenchContext
 from benchmarks.thread_gap import _replay, _Truth, swapped
 from dhrag_core import Settings

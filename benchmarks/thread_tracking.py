@@ -26,7 +26,7 @@ from typing import Any
 import faiss
 import numpy as np
 
-from benchmarks.__main__ import default_cache, default_data
+from benchmarks.crossval import parse_value
 from benchmarks.data import (
     Benchmark,
     Conversation,
@@ -39,8 +39,8 @@ from benchmarks.dhrag_systems import DHRAGSystem, memo_for
 from benchmarks.interleave import interleave_benchmark
 from benchmarks.kbcache import kb_vectors
 from benchmarks.metrics import score_task
+from benchmarks.paths import default_cache, default_data
 from benchmarks.systems import BenchContext
-from benchmarks.tune_dhrag import _parse
 from dhrag_core import FaissKnowledgeBase, MiniLMEmbedder, Settings
 from dhrag_core.embedding import Embedder
 
@@ -182,7 +182,7 @@ def main(argv: Sequence[str] | None = None) -> None:
 
 
 def _changes(pairs: Sequence[str]) -> Mapping[str, object]:
-    return {k: _parse(v) for k, v in (kv.split("=", 1) for kv in pairs if kv)}
+    return {k: parse_value(v) for k, v in (kv.split("=", 1) for kv in pairs if kv)}
 
 
 def _load_scenarios(path: Path, mtrag: Benchmark) -> Benchmark:

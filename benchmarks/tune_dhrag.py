@@ -21,52 +21,29 @@ import itertools
 import json
 import logging
 import time
-import zlib
-from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import cast
 
 import faiss
 import numpy as np
 
-from benchmarks.__main__ import default_cache, default_data
+from benchmarks.crossval import cross_validate, parse_value, task_fold
 from benchmarks.data import Benchmark, load_benchmark
 from benchmarks.dhrag_systems import DHRAGSystem, memo_for
 from benchmarks.embedders import EMBEDDERS, ShiftedEmbedder, bench_embedder, shift
 from benchmarks.interleave import interleave_benchmark
 from benchmarks.kbcache import kb_vectors
 from benchmarks.metrics import TaskScore
+from benchmarks.paths import default_cache, default_data
 from benchmarks.replay import replay, score_runs
 from benchmarks.systems import BenchContext
 from dhrag_core import FaissKnowledgeBase, Settings
 
-__all__ = ["cross_validate", "fold_of", "interleaved_sets", "task_fold"]
+__all__ = ["interleaved_sets"]
 
 SETS = (("plain", 0, 0), ("3 threads", 3, 0), ("3 threads", 3, 1), ("3 threads", 3, 2),
         ("10 threads", 10, 0), ("10 threads", 10, 1), ("10 threads", 10, 2))
 """(label, threads, seed); threads 0 is the plain benchmark."""
-
-
-def _parse(value: str) -> object:
-    for convert in (int, float):
-        try:
-            return convert(value)
-        except ValueError:
-            pass
-    return {"true": True, "false": False, "none": None}.get(value.lower(), value)
-
-
-def fold_of(thread: str, folds: int) -> int:
-    """The fold of an original conversation (stable across runs and sets)."""
-    return zlib.crc32(thread.encode()) % folds
-
-
-def task_fold(score: TaskScore, folds: int, domains: Sequence[str] | None = None) -> int:
-    """A scored task's fold: its original conversation's (``fold_of``), or with ``domains``
-    the index of its domain (leave one domain out)."""
-    if domains is not None:
-        return list(domains).index(score.tags.get("domain", ""))
-    return fold_of(score.tags.get("thread", score.task_id.split("::")[0]), folds)
 
 
 def interleaved_sets(bench: Benchmark, block: tuple[int, int] = (2, 4)) -> list[
@@ -83,23 +60,6 @@ def interleaved_sets(bench: Benchmark, block: tuple[int, int] = (2, 4)) -> list[
         out.append((label, Benchmark(kb=bench.kb, tasks=tasks,
                                      conversations=build_conversations(tasks))))
     return out
-
-
-def cross_validate(scores: Mapping[str, Sequence[tuple[int, float]]], folds: int) -> float:
-    """Mean held-out score when each fold takes the setting best on the other folds.
-
-    Args:
-        scores: Setting name -> ``(fold, score)`` per task (same tasks, same order, for all).
-    """
-    names = list(scores)
-    fold = np.array([f for f, _ in scores[names[0]]])
-    table = np.array([[v for _, v in scores[n]] for n in names])
-    held = np.zeros(fold.size)
-    for k in range(folds):
-        train, test = fold != k, fold == k
-        best = int(np.argmax(table[:, train].mean(axis=1)))
-        held[test] = table[best, test]
-    return float(held.mean())
 
 
 def main() -> None:
@@ -141,9 +101,9 @@ def main() -> None:
 
         kb = cast(FaissKnowledgeBase, TextOnlyKB(kb, memo_for(emb)))
     ctx = BenchContext(kb=kb, embedder=memo_for(emb))
-    base = {k: _parse(v) for k, v in (kv.split("=", 1) for kv in args.base)}
+    base = {k: parse_value(v) for k, v in (kv.split("=", 1) for kv in args.base)}
     keys = [g.split("=", 1)[0] for g in args.grid]
-    values = [[_parse(v) for v in g.split("=", 1)[1].split(",")] for g in args.grid]
+    values = [[parse_value(v) for v in g.split("=", 1)[1].split(",")] for g in args.grid]
     sets = interleaved_sets(bench)
     pooled: dict[str, list[tuple[int, float]]] = {}
     domains = sorted({t.tags.get("domain", "") for t in bench.tasks}) if args.by_domain else None
@@ -151,7 +111,7 @@ def main() -> None:
     rows = []
     candidates = [dict(base, **dict(zip(keys, combo, strict=True)))
                   for combo in itertools.product(*values)]
-    candidates += [dict(base, **{k: _parse(v) for k, v in (kv.split("=", 1)
+    candidates += [dict(base, **{k: parse_value(v) for k, v in (kv.split("=", 1)
                                                            for kv in also.split(","))})
                    for also in args.also]
     for changes in candidates:

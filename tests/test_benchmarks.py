@@ -11,7 +11,6 @@ from typing import Any
 import numpy as np
 import pytest
 
-from benchmarks.__main__ import default_data
 from benchmarks.__main__ import main as cli_main
 from benchmarks.convert_mtrag import convert
 from benchmarks.data import (
@@ -37,6 +36,7 @@ from benchmarks.metrics import (
     score_task,
     split_scores,
 )
+from benchmarks.paths import default_data
 from benchmarks.replay import System, history_coverage, replay, score_runs
 from benchmarks.report import markdown, summarise, write_report
 from benchmarks.runner import RunConfig, run_benchmark
@@ -692,7 +692,7 @@ def test_thread_oracle_keeps_one_session_per_thread() -> None:
 
 
 def test_cross_validation_scores_each_fold_with_the_setting_best_elsewhere() -> None:
-    from benchmarks.tune_dhrag import cross_validate, fold_of
+    from benchmarks.crossval import cross_validate, fold_of
 
     # folds 0 and 1 are scored with b (best on the other two folds), fold 2 with a: 0.5, 0.5, 0
     # -- below both settings' own means, as choosing on other data is
@@ -868,8 +868,8 @@ def test_a_judged_turn_makes_its_chain_t_star_only_where_the_engine_hedges() -> 
 
 
 def test_task_fold_leaves_one_domain_out_or_splits_by_conversation() -> None:
+    from benchmarks.crossval import fold_of, task_fold
     from benchmarks.metrics import TaskScore
-    from benchmarks.tune_dhrag import fold_of, task_fold
 
     plain = TaskScore("c1<::>2", 2, {"MRR@10": 1.0}, {"domain": "govt"})
     woven = TaskScore("s0-3x000::5", 5, {"MRR@10": 0.0}, {"domain": "fiqa", "thread": "c1<"})

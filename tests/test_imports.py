@@ -71,3 +71,46 @@ def test_core_layers_import_only_downward() -> None:
                 if there != here and (_LAYERS[there] >= _LAYERS[here]):
                     wrong.append(f"{module} imports {name}")
     assert not wrong, wrong
+
+
+def _benchmark_imports() -> dict[str, set[str]]:
+    """benchmarks module -> the benchmarks modules it imports (anywhere in its body)."""
+    import ast
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[1] / "benchmarks"
+    graph: dict[str, set[str]] = {}
+    for path in sorted(root.rglob("*.py")):
+        rel = path.relative_to(root.parent).with_suffix("")
+        module = ".".join(rel.parts).removesuffix(".__init__")
+        found = graph.setdefault(module, set())
+        for node in ast.walk(ast.parse(path.read_text("utf-8"))):
+            names = ([a.name for a in node.names] if isinstance(node, ast.Import)
+                     else [node.module or ""] if isinstance(node, ast.ImportFrom) else [])
+            found.update(n for n in names if n.startswith("benchmarks.") and n != module)
+    return graph
+
+
+def test_no_benchmark_module_imports_the_command_line_entry_point() -> None:
+    graph = _benchmark_imports()
+    assert "benchmarks.__main__" in graph
+    assert not [m for m, deps in graph.items() if "benchmarks.__main__" in deps]
+
+
+def test_benchmark_modules_import_each_other_without_a_cycle() -> None:
+    graph = _benchmark_imports()
+    state: dict[str, int] = {}  # 1: on the path, 2: done
+
+    def cycle_from(module: str, path: list[str]) -> list[str] | None:
+        state[module] = 1
+        for dep in sorted(graph.get(module, ())):
+            if state.get(dep) == 1:
+                return [*path, module, dep]
+            if dep not in state and (found := cycle_from(dep, [*path, module])):
+                return found
+        state[module] = 2
+        return None
+
+    for module in sorted(graph):
+        found = cycle_from(module, []) if module not in state else None
+        assert found is None, " -> ".join(found or [])

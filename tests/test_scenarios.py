@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from benchmarks.__main__ import default_cache, default_data
 from benchmarks.data import load_tasks
+from benchmarks.paths import default_cache, default_data
 
 SCENARIOS = Path(__file__).resolve().parents[1] / "benchmarks" / "scenarios"
 PATTERNS = ("cue-switch", "named-return", "unnamed-return", "comparison", "drill-down",
