@@ -28,6 +28,7 @@ from pathlib import Path
 
 import benchmarks.dhrag_systems
 from benchmarks.convert_mtrag import MANIFEST_FILE, convert
+from benchmarks.crossval import SPLITS
 from benchmarks.data import KB_FILE, TASKS_FILE
 from benchmarks.embedders import EMBEDDERS
 from benchmarks.interleave import write_interleaved
@@ -97,6 +98,9 @@ def _parser() -> argparse.ArgumentParser:
                           "appended): rankings by one vector unchanged, the scale not")
     run.add_argument("--block", type=int, nargs=2, default=(2, 4), metavar=("MIN", "MAX"),
                      help="turns of one conversation before a switch (default 2 4)")
+    run.add_argument("--split", choices=SPLITS, default="all",
+                     help="replay one fixed half of the conversations: 'tune' (defaults are "
+                          "chosen on it) or 'report' (the README's tables); default all")
     return parser
 
 
@@ -180,13 +184,15 @@ def _run(args: argparse.Namespace) -> int:
         k=args.k, baseline=args.baseline, quick=args.quick, quick_domain=args.domain,
         quick_conversations=args.conversations, show_progress=not args.no_progress,
         interleave=args.interleave, seeds=tuple(int(x) for x in args.seeds.split(",")),
-        block=tuple(args.block), embedder=args.embedder, shift=args.shift,
+        block=tuple(args.block), embedder=args.embedder, shift=args.shift, split=args.split,
     )
     summary = summarise(run_benchmark(config))
     print(markdown(summary))
     stem = "quick" if args.quick else "benchmark"
     if args.interleave:
         stem += f"_interleaved_{args.interleave}"
+    if args.split != "all":
+        stem += f"_{args.split}"
     paths = write_report(summary, args.out, stem)
     print("wrote " + ", ".join(str(p) for p in paths.values()))
     return 0

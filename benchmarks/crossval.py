@@ -1,5 +1,6 @@
 """Cross-validation by conversation: folds of original conversations, held-out choice of a
-setting, and the values a ``--grid`` or ``--also`` argument takes."""
+setting, the fixed tuning / report halves of a benchmark, and the values a ``--grid`` or
+``--also`` argument takes."""
 
 from __future__ import annotations
 
@@ -8,9 +9,15 @@ from collections.abc import Mapping, Sequence
 
 import numpy as np
 
+from benchmarks.data import Benchmark, build_conversations
 from benchmarks.metrics import TaskScore
 
-__all__ = ["cross_validate", "fold_of", "parse_value", "task_fold"]
+__all__ = ["SPLITS", "cross_validate", "fold_of", "half_of", "parse_value", "split_benchmark",
+           "task_fold"]
+
+SPLITS = ("tune", "report", "all")
+"""``tune``: the half of the conversations defaults are chosen on; ``report``: the other half,
+which the headline tables are scored on; ``all``: both."""
 
 
 def parse_value(value: str) -> object:
@@ -51,3 +58,29 @@ def cross_validate(scores: Mapping[str, Sequence[tuple[int, float]]], folds: int
         best = int(np.argmax(table[:, train].mean(axis=1)))
         held[test] = table[best, test]
     return float(held.mean())
+
+
+def half_of(bench: Benchmark) -> dict[str, str]:
+    """Conversation id -> ``tune`` or ``report``: within each domain, conversations ordered
+    by a hash of their id alternate between the halves (fixed, balanced by domain, and the
+    same for every run and every interleaving made from them)."""
+    domain: dict[str, str] = {}
+    for t in bench.tasks:
+        domain.setdefault(t.conversation_id, t.tags.get("domain", ""))
+    out: dict[str, str] = {}
+    for d in sorted(set(domain.values())):
+        ids = sorted((c for c, dd in domain.items() if dd == d),
+                     key=lambda c: (zlib.crc32(c.encode()), c))
+        out.update({c: "tune" if i % 2 == 0 else "report" for i, c in enumerate(ids)})
+    return out
+
+
+def split_benchmark(bench: Benchmark, split: str) -> Benchmark:
+    """The conversations of one half (``SPLITS``; ``all``: the benchmark itself)."""
+    if split not in SPLITS:
+        raise ValueError(f"split must be one of {SPLITS}, got {split!r}")
+    if split == "all":
+        return bench
+    half = half_of(bench)
+    tasks = [t for t in bench.tasks if half[t.conversation_id] == split]
+    return Benchmark(kb=bench.kb, tasks=tasks, conversations=build_conversations(tasks))

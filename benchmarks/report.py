@@ -284,7 +284,9 @@ def markdown(summary: Mapping[str, Any]) -> str:
     out = [
         "# Conversational retrieval benchmark",
         "",
-        f"Data: `{cfg['bench_dir']}`{' (quick subset)' if cfg['quick'] else ''}: "
+        f"Data: `{cfg['bench_dir']}`{' (quick subset)' if cfg['quick'] else ''}"
+        + (f", the {cfg['split']} half of the conversations (benchmarks.crossval.half_of)"
+           if cfg.get("split", "all") != "all" else "") + ": "
         f"{meta['n_passages']:,} passages, {meta['n_conversations']} conversations, "
         f"{meta['n_turns']} turns, {meta['n_evaluated']} evaluated tasks; "
         f"retriever {cfg['model_name']}"

@@ -20,6 +20,7 @@ from pathlib import Path
 import faiss
 import numpy as np
 
+from benchmarks.crossval import split_benchmark
 from benchmarks.data import Benchmark, Conversation, Task, build_conversations, load_benchmark
 from benchmarks.embedders import ShiftedEmbedder, bench_embedder, shift
 from benchmarks.interleave import interleave_benchmark
@@ -75,6 +76,8 @@ class RunConfig:
             (``benchmarks.interleave``), one set of sessions per seed of ``seeds``, pooled.
         seeds: Interleaving seeds.
         block: Turns of one conversation before a switch (min, max).
+        split: ``tune`` / ``report``: replay one fixed half of the conversations
+            (``benchmarks.crossval.half_of``: defaults are chosen on ``tune``); ``all``.
     """
 
     bench_dir: Path
@@ -96,6 +99,7 @@ class RunConfig:
     interleave: int = 0
     seeds: tuple[int, ...] = (0,)
     block: tuple[int, int] = (2, 4)
+    split: str = "all"
 
 
 @dataclass(frozen=True)
@@ -254,6 +258,7 @@ def run_benchmark(config: RunConfig, embedder: Embedder | None = None,
         data = quick_subset(data, domain=config.quick_domain,
                             n_conversations=config.quick_conversations,
                             n_negatives=config.quick_negatives)
+    data = split_benchmark(data, config.split)
     if config.interleave:
         data = interleaved(data, config.interleave, config.seeds, config.block)
     timings["load_s"] = time.perf_counter() - t0

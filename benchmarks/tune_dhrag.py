@@ -27,7 +27,7 @@ from typing import cast
 import faiss
 import numpy as np
 
-from benchmarks.crossval import cross_validate, parse_value, task_fold
+from benchmarks.crossval import SPLITS, cross_validate, parse_value, split_benchmark, task_fold
 from benchmarks.data import Benchmark, load_benchmark
 from benchmarks.dhrag_systems import DHRAGSystem, memo_for
 from benchmarks.embedders import EMBEDDERS, ShiftedEmbedder, bench_embedder, shift
@@ -80,6 +80,9 @@ def main() -> None:
     ap.add_argument("--shift", type=float, default=0.0, metavar="A",
                     help="an embedder whose cosines are A + (1 - A) * MiniLM's "
                          "(benchmarks.embedders.ShiftedEmbedder); 0: MiniLM itself")
+    ap.add_argument("--split", choices=SPLITS, default="all",
+                    help="tune on one fixed half of the conversations ('tune': how defaults "
+                         "are chosen; the README reports on 'report'); default all")
     ap.add_argument("--out", type=Path, default=Path("results/tune.json"))
     args = ap.parse_args()
     logging.basicConfig(level=logging.WARNING)
@@ -87,7 +90,7 @@ def main() -> None:
 
     torch.set_num_threads(1)
     faiss.omp_set_num_threads(1)
-    bench = load_benchmark(args.bench)
+    bench = split_benchmark(load_benchmark(args.bench), args.split)
     emb, model = bench_embedder(args.embedder, default_cache())
     seed = args.seed_npz or (default_data() / "kb_minilm.npz" if args.embedder == "minilm"
                              else None)
@@ -142,7 +145,7 @@ def main() -> None:
         rows.append(row)
         print(json.dumps(row), flush=True)
     best = max(rows, key=lambda r: float(r["pooled"]))  # type: ignore[arg-type]
-    summary = {"embedder": args.embedder, "shift": args.shift, "rows": rows,
+    summary = {"embedder": args.embedder, "shift": args.shift, "split": args.split, "rows": rows,
                "best": best["setting"], "best_pooled": best["pooled"],
                "cross_validated_pooled": round(cross_validate(pooled, folds), 4),
                "folds": domains or folds}

@@ -996,3 +996,31 @@ def test_thread_tracking_summary() -> None:
     assert out["continue on topic: dhrag"] == 0.5  # no history counts as not on topic
     assert out["continue on topic: rule"] == 0.5 and out["return on topic: rule"] == 1.0
     assert out["MRR@10 by pattern"] == {"p": 0.5, "q": 0.5}
+
+
+def test_the_tune_and_report_halves_split_conversations_by_domain() -> None:
+    from dataclasses import replace as with_
+
+    from benchmarks.crossval import half_of, split_benchmark
+    from benchmarks.data import Benchmark, build_conversations
+
+    tasks = []
+    for d, domain in enumerate(("geo", "law", "tech")):
+        for c in range(5 + d):
+            tasks += [with_(t, tags={**t.tags, "domain": domain})
+                      for t in _tasks(f"{domain}{c}")]
+    bench = Benchmark(kb=_kb(), tasks=tasks, conversations=build_conversations(tasks))
+    half = half_of(bench)
+    assert half == half_of(Benchmark(kb=bench.kb, tasks=tasks[::-1],
+                                     conversations=bench.conversations))  # order-free
+    for domain, n in (("geo", 5), ("law", 6), ("tech", 7)):
+        tune = sum(1 for c, h in half.items() if c.startswith(domain) and h == "tune")
+        assert tune == (n + 1) // 2  # alternating within the domain
+    tune, report = split_benchmark(bench, "tune"), split_benchmark(bench, "report")
+    seen = [{t.conversation_id for t in b.tasks} for b in (tune, report)]
+    assert not seen[0] & seen[1] and seen[0] | seen[1] == set(half)
+    assert len(tune.tasks) + len(report.tasks) == len(tasks)
+    assert {c.conversation_id for c in tune.conversations} == seen[0]
+    assert split_benchmark(bench, "all") is bench
+    with pytest.raises(ValueError, match="split"):
+        split_benchmark(bench, "test")
