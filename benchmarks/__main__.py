@@ -33,6 +33,7 @@ from benchmarks.data import KB_FILE, TASKS_FILE
 from benchmarks.embedders import EMBEDDERS
 from benchmarks.interleave import write_interleaved
 from benchmarks.paths import SEED_FILE, default_cache, default_data
+from benchmarks.replay import ANSWERS
 
 MTRAG_FILES = ("conversations.jsonl", "tasks.jsonl", "corpus_pool.jsonl", "retrieval_tasks")
 DATA_HELP = ("MTRAG is IBM's mt-rag-benchmark (github.com/IBM/mt-rag-benchmark, Apache-2.0); "
@@ -101,6 +102,9 @@ def _parser() -> argparse.ArgumentParser:
     run.add_argument("--split", choices=SPLITS, default="all",
                      help="replay one fixed half of the conversations: 'tune' (defaults are "
                           "chosen on it) or 'report' (the README's tables); default all")
+    run.add_argument("--answers", choices=ANSWERS, default="dataset",
+                     help="the answer each turn records: the dataset's (default) or the first "
+                          "sentence of the passage the system ranked first (no dataset answer)")
     return parser
 
 
@@ -185,6 +189,7 @@ def _run(args: argparse.Namespace) -> int:
         quick_conversations=args.conversations, show_progress=not args.no_progress,
         interleave=args.interleave, seeds=tuple(int(x) for x in args.seeds.split(",")),
         block=tuple(args.block), embedder=args.embedder, shift=args.shift, split=args.split,
+        answers=args.answers,
     )
     summary = summarise(run_benchmark(config))
     print(markdown(summary))
@@ -193,6 +198,8 @@ def _run(args: argparse.Namespace) -> int:
         stem += f"_interleaved_{args.interleave}"
     if args.split != "all":
         stem += f"_{args.split}"
+    if args.answers != "dataset":
+        stem += f"_{args.answers.replace('-', '_')}_answers"
     paths = write_report(summary, args.out, stem)
     print("wrote " + ", ".join(str(p) for p in paths.values()))
     return 0

@@ -2,8 +2,10 @@
 
 For every conversation the harness calls ``start``; then for each user turn in order it calls
 ``retrieve(question, k)``, scores the ranking when the turn is an evaluated task, and calls
-``observe(question, ranked, answer)`` with the answer written in the data. The system sees the
-current question and earlier turns only: never gold passages, rewrites or later turns.
+``observe(question, ranked, answer)`` with the answer written in the data (``answers=
+"dataset"``) or, as a deployment without the dataset's answers would have it, the first
+sentence of the passage the system itself ranked first (``"top-passage"``). The system sees
+the current question and earlier turns only: never gold passages, rewrites or later turns.
 
 Example:
     >>> runs = replay(LastTurnSystem(kb), bench.conversations)  # doctest: +SKIP
@@ -13,6 +15,7 @@ Example:
 from __future__ import annotations
 
 import logging
+import re
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -24,7 +27,13 @@ from benchmarks.data import Conversation, Task
 from benchmarks.metrics import TaskScore, score_task
 from dhrag_core import Passage
 
-__all__ = ["System", "TurnRun", "history_coverage", "replay", "score_runs"]
+__all__ = ["ANSWERS", "System", "TurnRun", "first_sentence", "history_coverage", "replay",
+           "score_runs"]
+
+ANSWERS = ("dataset", "top-passage")
+"""Where the answer ``observe`` gets comes from (``replay``'s ``answers``)."""
+
+_SENTENCE_END = re.compile(r"(?<=[.!?])\s+(?=[A-Z0-9\"'(])")
 
 log = logging.getLogger(__name__)
 
@@ -69,7 +78,14 @@ class TurnRun:
     history_s: float | None = None
 
 
-def _replay_conversation(system: System, conversation: Conversation, k: int) -> list[TurnRun]:
+def first_sentence(text: str, limit: int = 400) -> str:
+    """The text's first sentence (at most ``limit`` characters): an extractive answer."""
+    head = _SENTENCE_END.split(text.strip(), maxsplit=1)[0]
+    return head[:limit]
+
+
+def _replay_conversation(system: System, conversation: Conversation, k: int,
+                         answers: str) -> list[TurnRun]:
     runs: list[TurnRun] = []
     system.start(conversation.conversation_id)
     for turn in conversation.turns:
@@ -78,7 +94,9 @@ def _replay_conversation(system: System, conversation: Conversation, k: int) -> 
         t1 = time.perf_counter()
         ids = tuple(p.key for p in ranked[:k])
         t2 = time.perf_counter()
-        system.observe(turn.question, list(ranked), turn.answer)
+        answer = (turn.answer if answers == "dataset"
+                  else first_sentence(ranked[0].text) if ranked else "")
+        system.observe(turn.question, list(ranked), answer)
         t3 = time.perf_counter()
         runs.append(TurnRun(
             conversation_id=conversation.conversation_id,
@@ -94,7 +112,7 @@ def _replay_conversation(system: System, conversation: Conversation, k: int) -> 
 
 def replay(
     system: System, conversations: Sequence[Conversation], *, k: int = 10,
-    show_progress: bool = True,
+    show_progress: bool = True, answers: str = "dataset",
 ) -> list[TurnRun]:
     """Replay every conversation through ``system``; one ``TurnRun`` per user turn.
 
@@ -103,14 +121,17 @@ def replay(
         conversations: Conversations in the order to replay.
         k: Passages asked for at each turn (scored: the first ``k`` returned).
         show_progress: Show a progress bar over turns.
+        answers: ``"dataset"`` (the data's answers) or ``"top-passage"`` (``ANSWERS``).
     """
+    if answers not in ANSWERS:
+        raise ValueError(f"answers must be one of {ANSWERS}, got {answers!r}")
     if isinstance(k, bool) or not isinstance(k, int) or k < 1:
         raise ValueError(f"k must be an int >= 1, got {k!r}")
     total = sum(len(c.turns) for c in conversations)
     runs: list[TurnRun] = []
     with tqdm(total=total, desc=system.name, unit="turn", disable=not show_progress) as bar:
         for conversation in conversations:
-            runs.extend(_replay_conversation(system, conversation, k))
+            runs.extend(_replay_conversation(system, conversation, k, answers))
             bar.update(len(conversation.turns))
     return runs
 

@@ -286,7 +286,10 @@ def markdown(summary: Mapping[str, Any]) -> str:
         "",
         f"Data: `{cfg['bench_dir']}`{' (quick subset)' if cfg['quick'] else ''}"
         + (f", the {cfg['split']} half of the conversations (benchmarks.crossval.half_of)"
-           if cfg.get("split", "all") != "all" else "") + ": "
+           if cfg.get("split", "all") != "all" else "")
+        + (", each turn recording as its answer the first sentence of the passage the system "
+           "ranked first (not the dataset's answer)"
+           if cfg.get("answers", "dataset") != "dataset" else "") + ": "
         f"{meta['n_passages']:,} passages, {meta['n_conversations']} conversations, "
         f"{meta['n_turns']} turns, {meta['n_evaluated']} evaluated tasks; "
         f"retriever {cfg['model_name']}"

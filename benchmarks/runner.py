@@ -78,6 +78,8 @@ class RunConfig:
         block: Turns of one conversation before a switch (min, max).
         split: ``tune`` / ``report``: replay one fixed half of the conversations
             (``benchmarks.crossval.half_of``: defaults are chosen on ``tune``); ``all``.
+        answers: The answers systems record: the dataset's, or the first sentence of the
+            passage each system ranked first (``benchmarks.replay.ANSWERS``).
     """
 
     bench_dir: Path
@@ -100,6 +102,7 @@ class RunConfig:
     seeds: tuple[int, ...] = (0,)
     block: tuple[int, int] = (2, 4)
     split: str = "all"
+    answers: str = "dataset"
 
 
 @dataclass(frozen=True)
@@ -198,7 +201,8 @@ def _run_system(name: str, ctx: BenchContext, bench: Benchmark, config: RunConfi
     rss_before = current_rss_mib()
     system = build_systems([name], ctx)[0]
     t0 = time.perf_counter()
-    runs = replay(system, bench.conversations, k=config.k, show_progress=config.show_progress)
+    runs = replay(system, bench.conversations, k=config.k, show_progress=config.show_progress,
+                  answers=config.answers)
     wall = time.perf_counter() - t0
     growth = current_rss_mib() - rss_before if rss_before is not None else None
     return SystemRun(name=name, reference=spec.reference, description=spec.description,

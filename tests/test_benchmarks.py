@@ -1024,3 +1024,20 @@ def test_the_tune_and_report_halves_split_conversations_by_domain() -> None:
     assert split_benchmark(bench, "all") is bench
     with pytest.raises(ValueError, match="split"):
         split_benchmark(bench, "test")
+
+
+def test_replay_can_record_the_top_passages_first_sentence_instead_of_the_datas_answer(
+) -> None:
+    class Sentences(SpySystem):
+        def retrieve(self, question: str, k: int) -> list[Passage]:
+            super().retrieve(question, k)
+            return [Passage(text=f"Top for {question}. Second sentence.", id="t"),
+                    Passage(text="Other.", id="o")]
+
+    spy = Sentences()
+    replay(spy, build_conversations(_tasks("c1")), show_progress=False, answers="top-passage")
+    observed = [e for e in spy.events if e[0] == "observe"]
+    assert [e[3] for e in observed] == [f"Top for c1 {q}." for q in QUESTIONS]
+    assert not {e[3] for e in observed} & set(ANSWERS)
+    with pytest.raises(ValueError, match="answers"):
+        replay(spy, build_conversations(_tasks("c1")), show_progress=False, answers="gold")
