@@ -1041,3 +1041,21 @@ def test_replay_can_record_the_top_passages_first_sentence_instead_of_the_datas_
     assert not {e[3] for e in observed} & set(ANSWERS)
     with pytest.raises(ValueError, match="answers"):
         replay(spy, build_conversations(_tasks("c1")), show_progress=False, answers="gold")
+
+
+def test_data_stats_count_gold_length_and_gold_shared_with_the_previous_turn() -> None:
+    from dataclasses import replace as with_
+
+    from benchmarks.data import Benchmark
+    from benchmarks.data_stats import stats
+
+    tasks = _tasks("c1")
+    tasks[2] = with_(tasks[2], relevant=("gold-c1-2",))  # turn 3 reuses turn 2's gold
+    kb = [Passage(text="a gold passage of ten words about alpha city here", id=p.id)
+          if p.id == "gold-c1-1" else p for p in _kb()]
+    bench = Benchmark(kb=kb, tasks=tasks, conversations=build_conversations(tasks))
+    out = stats(bench)
+    assert out["gold_in_kb"] == 1.0 and out["later_turns"] == len(tasks) - 1
+    assert out["share_gold_with_previous_turn"] == pytest.approx(1 / (len(tasks) - 1))
+    # gold: 10 and 4 words; the rest: 6, 6, 3 and four of 4
+    assert out["gold_median_words"] == 7.0 and out["other_median_words"] == 4.0

@@ -1,0 +1,174 @@
+"""The README's results tables, rendered from the committed run JSON (so a stale figure fails).
+
+Each table sits in README.md between ``<!-- table:NAME -->`` and ``<!-- /table:NAME -->``;
+``tests/test_readme_tables.py`` renders every one from its JSON and compares.
+
+    python -m benchmarks.readme_tables            # print every table
+    python -m benchmarks.readme_tables --write    # rewrite them in README.md
+"""
+
+from __future__ import annotations
+
+import argparse
+import fnmatch
+import json
+import re
+from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from benchmarks.paths import REPO_ROOT
+
+__all__ = ["TABLES", "render", "rewrite_readme"]
+
+DOCS = REPO_ROOT / "docs"
+REPORT = DOCS / "results" / "report"
+
+#: (column title, run JSON of the report half, run JSON of the whole set or None)
+CONFIGS: tuple[tuple[str, Path, Path | None], ...] = (
+    ("plain", REPORT / "benchmark_report.json", DOCS / "benchmark.json"),
+    ("3 threads", REPORT / "benchmark_interleaved_3_report.json",
+     DOCS / "benchmark_interleaved_3.json"),
+    ("10 threads", REPORT / "benchmark_interleaved_10_report.json",
+     DOCS / "benchmark_interleaved_10.json"),
+    ("5 threads, blocks of 5-8 turns",
+     REPORT / "blocks_5_8" / "benchmark_interleaved_5_report.json", None),
+)
+BASELINE = "interp-qa-*-gated-lex"
+"""The strongest simple baseline: answer-aware interpolation with dhrag's gate and lexical
+term; the best of its settings in each run (chosen on the data reported: favours it)."""
+ROWS = (("the question alone (last turn)", "last-turn"),
+        ("last turn + dhrag's lexical term", "last-turn-lex"),
+        ("best answer-aware interpolation + gate + lexical term", BASELINE),
+        ("**dhrag, defaults**", "dhrag"),
+        ("perfect thread tracking (reference)", "thread-oracle"))
+"""(row label, system name or glob)."""
+
+
+def _load(path: Path) -> dict[str, Any]:
+    data: dict[str, Any] = json.loads(path.read_text(encoding="utf-8"))
+    return data
+
+
+def _system(run: Mapping[str, Any], pattern: str) -> Mapping[str, Any] | None:
+    """The run's system named ``pattern`` (a glob: the best MRR@10 among its matches)."""
+    found = [s for s in run["systems"] if fnmatch.fnmatchcase(s["name"], pattern)]
+    if not found:
+        return None
+    best: Mapping[str, Any] = max(found, key=lambda s: s["overall"]["MRR@10"])
+    return best
+
+
+def _vs_dhrag(run: Mapping[str, Any], name: str, subset: str) -> tuple[float, float] | None:
+    """dhrag's MRR@10 minus ``name``'s on ``subset`` and the p-value (signs flipped per
+    original conversation)."""
+    for row in run.get("focus", {}).get("rows", []):
+        if row["system"] == name and f"MRR@10_{subset}_delta" in row:
+            return float(row[f"MRR@10_{subset}_delta"]), float(row[f"MRR@10_{subset}_p"])
+    return None
+
+
+def _p(p: float) -> str:
+    return "<.001" if p < 0.001 else f"{p:.3f}".lstrip("0")
+
+
+def _signed(x: float) -> str:
+    return ("+" if x >= 0 else "-") + f"{abs(x):.3f}".lstrip("0")
+
+
+def _mrr(system: Mapping[str, Any], subset: str) -> float | None:
+    if subset == "all":
+        return float(system["overall"]["MRR@10"])
+    part = system.get("by_kind", {}).get(subset)
+    return None if part is None else float(part["MRR@10"])
+
+
+def _cell(run: Mapping[str, Any], pattern: str, subset: str) -> str:
+    s = _system(run, pattern)
+    mrr = None if s is None else _mrr(s, subset)
+    if s is None or mrr is None:
+        return "-"
+    text = f"{mrr:.3f}".lstrip("0")
+    vs = _vs_dhrag(run, s["name"], subset) if s["name"] != "dhrag" else None
+    if vs is not None:
+        text += f" ({_signed(vs[0])}, {_p(vs[1])})"
+    return text
+
+
+def _columns(runs: Sequence[tuple[str, Mapping[str, Any]]]) -> list[tuple[str, Mapping[str, Any],
+                                                                          str]]:
+    """(title, run, subset) per column: every turn, and for interleaved runs return turns."""
+    out = []
+    for title, run in runs:
+        n = run["meta"]["n_evaluated"]
+        out.append((f"{title}: all ({n:,})", run, "all"))
+        if run["meta"]["config"].get("interleave"):
+            out.append((f"{title}: returns", run, "return"))
+    return out
+
+
+def _table(runs: Sequence[tuple[str, Mapping[str, Any]]]) -> str:
+    columns = _columns(runs)
+    lines = ["| MRR@10 | " + " | ".join(t for t, _, _ in columns) + " |",
+             "|" + "---|" * (len(columns) + 1)]
+    for label, pattern in ROWS:
+        lines.append(f"| {label} | " + " | ".join(_cell(r, pattern, sub)
+                                                   for _, r, sub in columns) + " |")
+    chosen = sorted({found["name"] for _, r in runs if (found := _system(r, BASELINE))})
+    lines += ["", "Each baseline: its MRR@10 (dhrag minus it, p: paired sign flips per "
+              "original conversation). The interpolation is the best of its settings in each "
+              "run, chosen on the data shown: " + ", ".join(f"`{c}`" for c in chosen) + "."]
+    return "\n".join(lines)
+
+
+def headline() -> str:
+    """dhrag against the baselines on the report half of the conversations, per setting."""
+    return _table([(title, _load(report)) for title, report, _ in CONFIGS])
+
+
+def whole_set() -> str:
+    """The same on every conversation (the half defaults were chosen on included)."""
+    return _table([(title, _load(whole)) for title, _, whole in CONFIGS if whole is not None])
+
+
+TABLES: dict[str, Callable[[], str]] = {"headline": headline, "whole_set": whole_set}
+
+
+def _block(name: str) -> re.Pattern[str]:
+    return re.compile(rf"(<!-- table:{name} -->\n)(.*?)(\n<!-- /table:{name} -->)", re.DOTALL)
+
+
+def render(readme: str) -> dict[str, tuple[str, str]]:
+    """Table name -> (what README.md holds, what the JSON renders), for every table."""
+    out = {}
+    for name, make in TABLES.items():
+        found = _block(name).search(readme)
+        out[name] = (found.group(2) if found else "", make())
+    return out
+
+
+def rewrite_readme(path: Path = REPO_ROOT / "README.md") -> list[str]:
+    """Rewrite every table block in ``path`` from its JSON; the names of those changed."""
+    text = path.read_text(encoding="utf-8")
+    changed = []
+    for name, (held, fresh) in render(text).items():
+        if held != fresh:
+            text = _block(name).sub(lambda m, f=fresh: m.group(1) + f + m.group(3), text)
+            changed.append(name)
+    path.write_text(text, encoding="utf-8")
+    return changed
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--write", action="store_true", help="rewrite the tables in README.md")
+    args = ap.parse_args(argv)
+    if args.write:
+        print("rewritten:", ", ".join(rewrite_readme()) or "none")
+        return
+    for name, make in TABLES.items():
+        print(f"<!-- table:{name} -->\n{make()}\n<!-- /table:{name} -->\n")
+
+
+if __name__ == "__main__":
+    main()
