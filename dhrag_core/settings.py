@@ -76,7 +76,8 @@ class Settings:
             among the query's candidates: ``lexical.word_overlap``); 0: off.
         lexical_length_norm: How much that share is normalised by the candidate's length
             (BM25's ``b``: a long passage holds more words by chance); 0: not at all.
-        temperature: Softmax temperature of the integration weights (paper eq. 6).
+        temperature: Softmax temperature of the integration weights (paper eq. 6): it sets
+            the weights reported with the context, not their order (a softmax keeps it).
         relevance: What a stored turn's relevance to the query compares: ``"query"`` (its
             query, as paper eq. 13), ``"topic"`` (query pulled toward answer and passages) or
             ``"max"`` of both.
