@@ -36,6 +36,7 @@ import numpy as np
 
 DIM = 384
 PASSAGES_PER_TURN = 3
+_CHUNK = 1024  # turns made at a time: the seeding's own arrays stay small beside the history
 
 
 def _unit(
@@ -46,8 +47,8 @@ def _unit(
     if topics is None:
         topics = rng.integers(0, len(centres), n)
     out = np.empty((n, DIM), dtype=np.float32)
-    for at in range(0, n, 8192):
-        part = topics[at : at + 8192]
+    for at in range(0, n, _CHUNK):
+        part = topics[at : at + _CHUNK]
         v = centres[part].astype(np.float32) + 0.6 * rng.standard_normal(
             (len(part), DIM), dtype=np.float32)
         out[at : at + len(part)] = v / np.linalg.norm(v, axis=1, keepdims=True)
@@ -72,8 +73,8 @@ def _seed_turns(
     from dhrag_core import Passage, Turn
 
     out = []
-    for at in range(0, n, 8192):
-        q, p = _turn_vectors(rng, min(8192, n - at), centres)
+    for at in range(0, n, _CHUNK):
+        q, p = _turn_vectors(rng, min(_CHUNK, n - at), centres)
         out += [
             Turn(session_id=session, turn_id=uuid.uuid4().hex, index=i, query=f"query {i}",
                  passages=tuple(Passage(text=f"passage {i}.{j}", id=f"{i}.{j}")

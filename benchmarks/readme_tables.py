@@ -34,6 +34,8 @@ CONFIGS: tuple[tuple[str, Path, Path | None], ...] = (
     ("5 threads, blocks of 5-8 turns",
      REPORT / "blocks_5_8" / "benchmark_interleaved_5_report.json", None),
 )
+TOP_PASSAGE_ANSWERS = REPORT / "benchmark_report_top_passage_answers.json"
+"""The plain report half replayed with ``--answers top-passage``."""
 BASELINE = "interp-qa-*-gated-lex"
 """The strongest simple baseline: answer-aware interpolation with dhrag's gate and lexical
 term; the best of its settings in each run (chosen on the data reported: favours it)."""
@@ -131,11 +133,19 @@ def whole_set() -> str:
     return _table([(title, _load(whole)) for title, _, whole in CONFIGS if whole is not None])
 
 
-TABLES: dict[str, Callable[[], str]] = {"headline": headline, "whole_set": whole_set}
+def top_passage_answers() -> str:
+    """Plain report half, the history recording the dataset's answers or, without them, the
+    first sentence of the passage each system ranked first."""
+    return _table([("the dataset's answers", _load(CONFIGS[0][1])),
+                   ("first sentence of the top passage", _load(TOP_PASSAGE_ANSWERS))])
+
+
+TABLES: dict[str, Callable[[], str]] = {"headline": headline, "whole_set": whole_set,
+                                        "top_passage_answers": top_passage_answers}
 
 
 def _block(name: str) -> re.Pattern[str]:
-    return re.compile(rf"(<!-- table:{name} -->\n)(.*?)(\n<!-- /table:{name} -->)", re.DOTALL)
+    return re.compile(rf"(<!-- table:{name} -->)\n(.*?)\n?(<!-- /table:{name} -->)", re.DOTALL)
 
 
 def render(readme: str) -> dict[str, tuple[str, str]]:
@@ -152,8 +162,13 @@ def rewrite_readme(path: Path = REPO_ROOT / "README.md") -> list[str]:
     text = path.read_text(encoding="utf-8")
     changed = []
     for name, (held, fresh) in render(text).items():
+        if not _block(name).search(text):
+            raise ValueError(f"{path} has no <!-- table:{name} --> ... <!-- /table:{name} -->")
         if held != fresh:
-            text = _block(name).sub(lambda m, f=fresh: m.group(1) + f + m.group(3), text)
+            def put(m: re.Match[str], table: str = fresh) -> str:
+                return f"{m.group(1)}\n{table}\n{m.group(3)}"
+
+            text = _block(name).sub(put, text)
             changed.append(name)
     path.write_text(text, encoding="utf-8")
     return changed
