@@ -140,8 +140,35 @@ def top_passage_answers() -> str:
                    ("first sentence of the top passage", _load(TOP_PASSAGE_ANSWERS))])
 
 
+HISTORY_VARIED = DOCS / "results" / "history_micro_varied.json"
+HISTORY_SESSIONS = DOCS / "results" / "history_micro_varied_10k_sessions.json"
+
+
+def history_varied() -> str:
+    """The history work at thousands of topics (``history_micro --topics varied``), in one
+    session per size and spread over many sessions."""
+    rows = json.loads(HISTORY_VARIED.read_text("utf-8"))
+    rows += json.loads(HISTORY_SESSIONS.read_text("utf-8"))
+    lines = ["| stored triples | topics | clusters / chains | select p50 / p99 ms "
+             "| add p50 / p99 / slowest ms | turn p50 / p99 ms | peak RSS MiB "
+             "| naive p50 ms / peak RSS MiB |", "|" + "---|" * 8]
+    for r in rows:
+        many = r.get("sessions", 1) > 1
+        where = f" in {r['sessions']:,} sessions" if many else ""
+        shape = (f"{r['clusters']:,} / {r['chains']:,}" + (" per session" if many else ""))
+        naive = "-" if many else f"{r['naive_turn_p50_ms']:.2f} / {r['naive_peak_rss_mib']:.0f}"
+        lines.append(
+            f"| {r['triples']:,}{where} | {r['topics']:,} | {shape} "
+            f"| {r['search_p50_ms']:.2f} / {r['select_p99_ms']:.2f} "
+            f"| {r['add_p50_ms']:.2f} / {r['add_p99_ms']:.2f} / {r['add_max_ms']:.1f} "
+            f"| {r['turn_p50_ms']:.2f} / {r['turn_p99_ms']:.2f} | {r['peak_rss_mib']:.0f} "
+            f"| {naive} |")
+    return "\n".join(lines)
+
+
 TABLES: dict[str, Callable[[], str]] = {"headline": headline, "whole_set": whole_set,
-                                        "top_passage_answers": top_passage_answers}
+                                        "top_passage_answers": top_passage_answers,
+                                        "history_varied": history_varied}
 
 
 def _block(name: str) -> re.Pattern[str]:
