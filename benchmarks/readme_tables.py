@@ -1,10 +1,11 @@
-"""The README's results tables, rendered from the committed run JSON (so a stale figure fails).
+"""The results tables of README.md and docs/, rendered from the committed run JSON.
 
-Each table sits in README.md between ``<!-- table:NAME -->`` and ``<!-- /table:NAME -->``;
-``tests/test_readme_tables.py`` renders every one from its JSON and compares.
+Each table sits between ``<!-- table:NAME -->`` and ``<!-- /table:NAME -->`` in README.md or
+a page under docs/; ``tests/test_readme_tables.py`` renders every one from its JSON and
+compares, so a stale figure fails.
 
     python -m benchmarks.readme_tables            # print every table
-    python -m benchmarks.readme_tables --write    # rewrite them in README.md
+    python -m benchmarks.readme_tables --write    # rewrite them where they are
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ from typing import Any
 
 from benchmarks.paths import REPO_ROOT
 
-__all__ = ["TABLES", "render", "rewrite_readme"]
+__all__ = ["TABLES", "pages", "render", "rewrite"]
 
 DOCS = REPO_ROOT / "docs"
 REPORT = DOCS / "results" / "report"
@@ -97,30 +98,51 @@ def _cell(run: Mapping[str, Any], pattern: str, subset: str) -> str:
     return text
 
 
-def _columns(runs: Sequence[tuple[str, Mapping[str, Any]]]) -> list[tuple[str, Mapping[str, Any],
-                                                                          str]]:
+def _columns(runs: Sequence[tuple[str, Mapping[str, Any]]], returns: bool = True,
+             ) -> list[tuple[str, Mapping[str, Any], str]]:
     """(title, run, subset) per column: every turn, and for interleaved runs return turns."""
     out = []
     for title, run in runs:
         n = run["meta"]["n_evaluated"]
         out.append((f"{title}: all ({n:,})", run, "all"))
-        if run["meta"]["config"].get("interleave"):
+        if returns and run["meta"]["config"].get("interleave"):
             out.append((f"{title}: returns", run, "return"))
     return out
 
 
-def _table(runs: Sequence[tuple[str, Mapping[str, Any]]]) -> str:
-    columns = _columns(runs)
+def _table(runs: Sequence[tuple[str, Mapping[str, Any]]],
+           rows: Sequence[tuple[str, str]] = ROWS, returns: bool = True) -> str:
+    columns = _columns(runs, returns)
     lines = ["| MRR@10 | " + " | ".join(t for t, _, _ in columns) + " |",
              "|" + "---|" * (len(columns) + 1)]
-    for label, pattern in ROWS:
+    for label, pattern in rows:
         lines.append(f"| {label} | " + " | ".join(_cell(r, pattern, sub)
                                                    for _, r, sub in columns) + " |")
-    chosen = sorted({found["name"] for _, r in runs if (found := _system(r, BASELINE))})
     lines += ["", "Each baseline: its MRR@10 (dhrag minus it, p: paired sign flips per "
-              "original conversation). The interpolation is the best of its settings in each "
-              "run, chosen on the data shown: " + ", ".join(f"`{c}`" for c in chosen) + "."]
+              "original conversation)."]
+    chosen = sorted({found["name"] for _, r in runs if (found := _system(r, BASELINE))})
+    if any(pattern == BASELINE for _, pattern in rows) and chosen:
+        lines[-1] += (" The interpolation is the best of its settings in each run, chosen on "
+                      "the data shown: " + ", ".join(f"`{c}`" for c in chosen) + ".")
     return "\n".join(lines)
+
+
+FRAMEWORK_ROWS = (
+    ("the question alone", "last-turn"),
+    ("the previous question + the question (a one-turn buffer)", "last-1-q"),
+    ("the last 3 questions and answers + the question (a window buffer)", "last-3-qa"),
+    ("every question so far (a whole-history buffer)", "all-questions"),
+    ("MTRAG's own rewrite of each question + dhrag's lexical term (an ideal condensing LLM; "
+     "reference)", "rewrite-ref-lex"),
+    ("**dhrag, defaults (no LLM call)**", "dhrag"),
+)
+"""What the frameworks' default memories put into retrieval, as the benchmark replays it."""
+
+
+def frameworks() -> str:
+    """Retrieval with the history fed to it as the frameworks' default memories feed it."""
+    return _table([(title, _load(whole)) for title, _, whole in CONFIGS if whole is not None],
+                  FRAMEWORK_ROWS, returns=False)
 
 
 def headline() -> str:
@@ -168,36 +190,42 @@ def history_varied() -> str:
 
 TABLES: dict[str, Callable[[], str]] = {"headline": headline, "whole_set": whole_set,
                                         "top_passage_answers": top_passage_answers,
-                                        "history_varied": history_varied}
+                                        "history_varied": history_varied,
+                                        "frameworks": frameworks}
 
 
 def _block(name: str) -> re.Pattern[str]:
     return re.compile(rf"(<!-- table:{name} -->)\n(.*?)\n?(<!-- /table:{name} -->)", re.DOTALL)
 
 
-def render(readme: str) -> dict[str, tuple[str, str]]:
-    """Table name -> (what README.md holds, what the JSON renders), for every table."""
+def pages() -> list[Path]:
+    """The files that may hold tables: README.md and every page under docs/."""
+    return [REPO_ROOT / "README.md", *sorted(DOCS.rglob("*.md"))]
+
+
+def render(text: str) -> dict[str, tuple[str, str]]:
+    """Table name -> (what ``text`` holds, what the JSON renders), for the tables it holds."""
     out = {}
     for name, make in TABLES.items():
-        found = _block(name).search(readme)
-        out[name] = (found.group(2) if found else "", make())
+        found = _block(name).search(text)
+        if found:
+            out[name] = (found.group(2), make())
     return out
 
 
-def rewrite_readme(path: Path = REPO_ROOT / "README.md") -> list[str]:
+def rewrite(path: Path) -> list[str]:
     """Rewrite every table block in ``path`` from its JSON; the names of those changed."""
     text = path.read_text(encoding="utf-8")
     changed = []
     for name, (held, fresh) in render(text).items():
-        if not _block(name).search(text):
-            raise ValueError(f"{path} has no <!-- table:{name} --> ... <!-- /table:{name} -->")
         if held != fresh:
             def put(m: re.Match[str], table: str = fresh) -> str:
                 return f"{m.group(1)}\n{table}\n{m.group(3)}"
 
             text = _block(name).sub(put, text)
             changed.append(name)
-    path.write_text(text, encoding="utf-8")
+    if changed:
+        path.write_text(text, encoding="utf-8")
     return changed
 
 
@@ -206,7 +234,9 @@ def main(argv: Sequence[str] | None = None) -> None:
     ap.add_argument("--write", action="store_true", help="rewrite the tables in README.md")
     args = ap.parse_args(argv)
     if args.write:
-        print("rewritten:", ", ".join(rewrite_readme()) or "none")
+        for page in pages():
+            for name in rewrite(page):
+                print(f"rewritten: {page.relative_to(REPO_ROOT)}: {name}")
         return
     for name, make in TABLES.items():
         print(f"<!-- table:{name} -->\n{make()}\n<!-- /table:{name} -->\n")

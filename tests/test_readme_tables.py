@@ -1,4 +1,4 @@
-"""Every results table in README.md that is generated from a run's JSON matches that JSON."""
+"""Every results table generated from a run's JSON (README.md and docs/) matches that JSON."""
 
 from __future__ import annotations
 
@@ -11,13 +11,19 @@ from benchmarks import readme_tables
 from benchmarks.paths import REPO_ROOT
 
 
-@pytest.mark.parametrize("name", sorted(readme_tables.TABLES))
-def test_readme_table_matches_its_run(name: str) -> None:
-    readme = (REPO_ROOT / "README.md").read_text(encoding="utf-8")
-    held, fresh = readme_tables.render(readme)[name]
-    assert held, f"README.md has no <!-- table:{name} --> block"
-    assert held == fresh, (f"README table {name!r} differs from its JSON: run "
-                           "python -m benchmarks.readme_tables --write")
+@pytest.mark.parametrize("page", readme_tables.pages(),
+                         ids=lambda p: str(p.relative_to(REPO_ROOT)))
+def test_every_table_on_a_page_matches_its_run(page: Path) -> None:
+    for name, (held, fresh) in readme_tables.render(page.read_text("utf-8")).items():
+        assert held == fresh, (f"{page.name}: table {name!r} differs from its JSON: run "
+                               "python -m benchmarks.readme_tables --write")
+
+
+def test_every_table_is_shown_somewhere_and_the_headline_in_the_readme() -> None:
+    shown = {name for page in readme_tables.pages()
+             for name in readme_tables.render(page.read_text("utf-8"))}
+    assert shown == set(readme_tables.TABLES)
+    assert "headline" in readme_tables.render((REPO_ROOT / "README.md").read_text("utf-8"))
 
 
 def test_a_changed_figure_in_the_json_is_caught(tmp_path: Path,
@@ -33,3 +39,11 @@ def test_a_changed_figure_in_the_json_is_caught(tmp_path: Path,
                         ((title, stale, whole), *readme_tables.CONFIGS[1:]))
     held, fresh = readme_tables.render(readme)["headline"]
     assert held != fresh
+
+
+def test_the_docs_index_names_every_file_in_docs() -> None:
+    docs = REPO_ROOT / "docs"
+    index = (docs / "README.md").read_text("utf-8")
+    files = [str(p.relative_to(docs)) for p in docs.rglob("*") if p.is_file()]
+    missing = [f for f in files if f != "README.md" and f"({f})" not in index]
+    assert not missing, f"docs/README.md does not name {missing}"
