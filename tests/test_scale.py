@@ -13,34 +13,19 @@ from dhrag_core.algorithm.scoring import top_order
 
 
 class _AllPairs(TopicClusters):
-    """The merge pass as it was: every pair of centroids, in cluster id order."""
+    """The merge pass as it was: every pair of centroids compared."""
 
-    def _merge_close(self) -> dict[str, int]:
+    def _close_pairs(self) -> set[tuple[int, int]]:
         self._dirty.clear()
         ids = sorted(self.clusters)
         if len(ids) < 2:
-            return {}
+            return set()
         cents = np.stack([self.clusters[i].centroid for i in ids])
         sims = cents @ cents.T
         np.fill_diagonal(sims, -1.0)
         self.merge_comparisons += len(ids) ** 2
-        bar = max(self.threshold, (1.0 + self.min_quality) / 2)
-        changed: dict[str, int] = {}
-        merged: set[int] = set()
-        for a, b in zip(*np.nonzero(np.triu(sims) >= bar), strict=True):
-            ca, cb = ids[int(a)], ids[int(b)]
-            if ca in merged or cb in merged:
-                continue
-            big, small = sorted((self.clusters[ca], self.clusters[cb]), key=lambda c: -c.size)
-            for m in small.members:
-                self.of[m] = big.id
-                changed[m] = big.id
-            big.members |= small.members
-            big.total = big.total + small.total
-            self._drop(small.id)
-            self._moved(big)
-            merged.update((ca, cb))
-        return changed
+        return {(ids[int(a)], ids[int(b)])
+                for a, b in zip(*np.nonzero(np.triu(sims) >= self._merge_bar()), strict=True)}
 
 
 def _stream(n: int, topics: int, noise: float, seed: int = 0) -> np.ndarray:

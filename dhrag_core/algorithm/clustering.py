@@ -200,18 +200,22 @@ class TopicClusters:
         return changed
 
     def _merge_close(self) -> dict[str, int]:
-        """Merge clusters whose centroids converged.
+        """Merge clusters whose centroids converged (``_merge`` of ``_close_pairs``)."""
+        return self._merge(self._close_pairs())
 
-        The bar, ``max(threshold, (1 + min_quality) / 2)``, sits above what a split leaves
-        apart, so a split is not undone by the next merge pass. Pairs are taken in cluster id
-        order, each cluster merged at most once per pass; a cluster that was not changed since
-        the last pass is compared only with those that were.
-        """
+    def _merge_bar(self) -> float:
+        """``max(threshold, (1 + min_quality) / 2)``: above what a split leaves apart, so a
+        split is not undone by the next merge pass."""
+        return max(self.threshold, (1.0 + self.min_quality) / 2)
+
+    def _close_pairs(self) -> set[tuple[int, int]]:
+        """Cluster id pairs (smaller first) whose centroids meet the merge bar, found by
+        comparing only the clusters changed since the last pass with every centroid."""
         dirty = sorted(self._dirty)
         self._dirty.clear()
         if len(self.clusters) < 2:
-            return {}
-        bar = max(self.threshold, (1.0 + self.min_quality) / 2)
+            return set()
+        bar = self._merge_bar()
         pairs: set[tuple[int, int]] = set()
         for cid in dirty:
             slots, sims = self._cents.similarities(self.clusters[cid].centroid)
@@ -220,6 +224,11 @@ class TopicClusters:
                 other = self._cents.key_at(int(slots[at]))
                 if other != cid:
                     pairs.add((min(cid, other), max(cid, other)))
+        return pairs
+
+    def _merge(self, pairs: Iterable[tuple[int, int]]) -> dict[str, int]:
+        """Merge each pair in id order, the smaller cluster into the larger, each cluster at
+        most once per pass; every turn that moved, with its new cluster id."""
         changed: dict[str, int] = {}
         merged: set[int] = set()
         for ca, cb in sorted(pairs):
