@@ -8,7 +8,9 @@ seeds 0-2; 10 threads, seeds 0-2). Per-task MRR@10 are pooled; folds split the *
 conversations (a thread and its interleaved copies are in the same fold). For each fold the
 setting with the best mean on the other folds is scored on it: the cross-validated figure is
 what choosing by this procedure gives on conversations it did not see. Both it and the best
-(tuned on everything) figure are printed; tuning on the evaluation data: say so.
+(tuned on everything) figure are printed; tuning on the evaluation data: say so. Each setting
+after the first has the p-value of its pooled difference with the first (paired sign flips per
+original conversation).
 ``--by-domain`` makes the folds the data's domains instead (leave one domain out: defaults
 chosen on three domains, scored on the fourth), with each setting's pooled figure by domain.
 ``--text`` replays the text path (a knowledge base with ``search(text, k)`` only: ``TextOnlyKB``).
@@ -33,7 +35,7 @@ from benchmarks.dhrag_systems import DHRAGSystem, memo_for
 from benchmarks.embedders import EMBEDDERS, ShiftedEmbedder, bench_embedder, shift
 from benchmarks.interleave import interleave_benchmark
 from benchmarks.kbcache import kb_vectors
-from benchmarks.metrics import TaskScore
+from benchmarks.metrics import TaskScore, paired_randomisation_test
 from benchmarks.paths import default_cache, default_data
 from benchmarks.replay import replay, score_runs
 from benchmarks.systems import BenchContext
@@ -122,6 +124,7 @@ def main() -> None:
         t0 = time.perf_counter()
         row: dict[str, object] = {"setting": name}
         pooled[name] = []
+        conversations: list[str] = []
         per_label: dict[str, list[TaskScore]] = {}
         for label, data in sets:
             system = DHRAGSystem("dhrag", ctx, Settings().with_(**changes))
@@ -130,6 +133,8 @@ def main() -> None:
             per_label.setdefault(label, []).extend(scores)
             pooled[name].extend((task_fold(s, folds, domains), s.values["MRR@10"])
                                 for s in scores)
+            conversations.extend(s.tags.get("thread", s.task_id.split("::")[0])
+                                 for s in scores)
         for label, scores in per_label.items():
             row[label] = round(float(np.mean([s.values["MRR@10"] for s in scores])), 4)
             for kind in ("first", "continue", "return"):
@@ -137,6 +142,11 @@ def main() -> None:
                 if sub:
                     row[f"{label} {kind}"] = round(float(np.mean(sub)), 4)
         row["pooled"] = round(float(np.mean([v for _, v in pooled[name]])), 4)
+        if rows:  # against the first setting, signs flipped per original conversation
+            first = str(rows[0]["setting"])
+            row[f"p vs {first}"] = round(paired_randomisation_test(
+                [v for _, v in pooled[name]], [v for _, v in pooled[first]],
+                clusters=conversations), 4)
         if domains:
             for i, domain in enumerate(domains):
                 row[f"pooled {domain}"] = round(float(np.mean(
