@@ -9,10 +9,11 @@ the memory is read, returns the earlier turns DH-RAG selects for the latest user
 from __future__ import annotations
 
 import asyncio
+import warnings
 from typing import Any
 
 from llama_index.core.base.llms.types import ChatMessage, MessageRole
-from llama_index.core.bridge.pydantic import Field, field_validator
+from llama_index.core.bridge.pydantic import Field, PrivateAttr, field_validator
 from llama_index.core.memory.memory import BaseMemoryBlock
 
 from dhrag_core import DHRAG, HistoryDatabase, SelectedTurn
@@ -43,7 +44,9 @@ class DHRAGMemoryBlock(BaseMemoryBlock[str]):
     blocks; each flushed user message and the assistant answer after it become one turn of
     the history (system and tool messages are skipped), stored without passages. Turns are
     thus recorded when ``Memory`` flushes, not at once: use ``DHRAGChatEngine`` (records each
-    turn with its passages) or ``DHRAGRetriever.record`` to store every turn immediately.
+    turn with its passages) or ``DHRAGRetriever.record`` to store every turn immediately. A
+    block asked about a conversation with earlier questions but holding no stored turn says
+    so, once per session (a ``UserWarning``).
 
     The session is ``session_id`` when set, else the ``Memory``'s own session id (passed to
     blocks by ``Memory``); with neither, a ``ValueError`` says how to pass one.
@@ -71,6 +74,7 @@ class DHRAGMemoryBlock(BaseMemoryBlock[str]):
     )
     header: str = Field(default=DEFAULT_HEADER, description="First line of the block text.")
     max_response_chars: int = Field(default=1_000, ge=1)
+    _warned: set[str] = PrivateAttr(default_factory=set)
 
     def __init__(
         self,
@@ -133,6 +137,18 @@ class DHRAGMemoryBlock(BaseMemoryBlock[str]):
             return ""
         session = self._session(block_kwargs.get("session_id"))
         selected = await asyncio.to_thread(self.history.select, session, latest)
+        earlier = sum(m.role == MessageRole.USER for m in messages or []) - 1
+        if (not selected and earlier > 0 and session not in self._warned
+                and not await asyncio.to_thread(self.history.size, session)):
+            # Memory hands a block only the messages it flushes: say so, once per session
+            self._warned.add(session)
+            warnings.warn(
+                f"DHRAGMemoryBlock: session {session!r} has no stored turn, though the "
+                f"conversation has {earlier} earlier question(s): Memory hands a block only "
+                "the messages it flushes (once the chat history passes token_limit x "
+                "chat_history_token_ratio). To store every turn as it happens, use "
+                "DHRAGChatEngine, or call DHRAGRetriever.record after each answer.",
+                UserWarning, stacklevel=2)
         return self.format_turns(selected) if selected else ""
 
     async def _aput(self, messages: list[ChatMessage]) -> None:

@@ -138,3 +138,24 @@ async def test_a_block_without_any_session_is_an_error(hashing: HashingEmbedder)
     block = DHRAGMemoryBlock(history=_db(hashing))
     with pytest.raises(ValueError, match=r"no session id: .*Memory\.from_defaults\(session_id"):
         await block.aget([ChatMessage(role=MessageRole.USER, content="How long is it?")])
+
+
+async def test_a_block_that_memory_never_fed_says_so_once(
+    hashing: HashingEmbedder, memories: MemoryFor,
+) -> None:
+    """With Memory's default budget nothing is flushed for a short chat: the block has no
+    turn to select and warns (once per session) instead of silently giving nothing."""
+    db = _db(hashing)
+    memory = memories(session_id="carol", memory_blocks=[DHRAGMemoryBlock(history=db)])
+    for q, a in CONVERSATION[:2]:
+        await memory.aput(ChatMessage(role="user", content=q))
+        await memory.aput(ChatMessage(role="assistant", content=a))
+    await memory.aput(ChatMessage(role="user", content="How long is the wall?"))
+    with pytest.warns(UserWarning, match="no stored turn.*2 earlier question"):
+        await memory.aget()
+    assert db.size("carol") == 0
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        await memory.aget()  # said once
