@@ -188,10 +188,26 @@ def history_varied() -> str:
     return "\n".join(lines)
 
 
+def settings() -> str:
+    """Every ``Settings`` field by group, with its default, valid values and description
+    (rendered from the declarations, not from a run)."""
+    from dhrag_core.settings import GROUPS, Settings
+
+    lines = []
+    for group, title in GROUPS.items():
+        lines += ["", f"**{title}**", "", "| setting | default | valid | what it does |",
+                  "|---|---|---|---|"]
+        for k in Settings.knobs():
+            if k.group == group:
+                doc = k.doc.replace("|", "\\|")
+                lines.append(f"| `{k.name}` | `{k.default!r}` | {k.valid()} | {doc} |")
+    return "\n".join(lines[1:])
+
+
 TABLES: dict[str, Callable[[], str]] = {"headline": headline, "whole_set": whole_set,
                                         "top_passage_answers": top_passage_answers,
                                         "history_varied": history_varied,
-                                        "frameworks": frameworks}
+                                        "frameworks": frameworks, "settings": settings}
 
 
 def _block(name: str) -> re.Pattern[str]:

@@ -65,10 +65,8 @@ class DHRAG(Closeable):
         integration_matrix: ``W`` of eq. 6 (``dimension x dimension``); default identity.
         history: An existing ``HistoryDatabase`` (then ``embedder``/``store``/``settings``
             come from it).
-        vector_cache_size: Passage vectors kept (LRU) for knowledge bases that return text
-            only.
-        max_pending: Sessions whose selections are kept until their turns are recorded
-            (least recently selected dropped first).
+        vector_cache_size, max_pending: Override ``Settings.vector_cache_size`` and
+            ``Settings.max_pending`` (validated as they are).
         calibration: How vectors are centred before any comparison; default: measured from
             the embedder (``HistoryDatabase``).
 
@@ -95,8 +93,8 @@ class DHRAG(Closeable):
         integration_matrix: np.ndarray | None = None,
         history: HistoryDatabase | None = None,
         clock: Callable[[], float] = time.time,
-        vector_cache_size: int = 10_000,
-        max_pending: int = 4096,
+        vector_cache_size: int | None = None,
+        max_pending: int | None = None,
         calibration: Calibration | None = None,
     ) -> None:
         if not isinstance(knowledge, KnowledgeBase):
@@ -117,12 +115,13 @@ class DHRAG(Closeable):
         if integration_matrix is not None and np.shape(integration_matrix) != (dim, dim):
             raise ValueError(f"integration_matrix must be {dim}x{dim}")
         self.integration_matrix = integration_matrix
-        self.vector_cache_size = vector_cache_size
+        limits = {k: v for k, v in (("vector_cache_size", vector_cache_size),
+                                    ("max_pending", max_pending)) if v is not None}
+        own = self.settings.with_(**limits) if limits else self.settings
+        self.vector_cache_size = own.vector_cache_size
         self._vector_cache: OrderedDict[str, Vector] = OrderedDict()
         self._vector_lock = threading.Lock()
-        if isinstance(max_pending, bool) or not isinstance(max_pending, int) or max_pending < 1:
-            raise ValueError(f"max_pending must be an int >= 1, got {max_pending!r}")
-        self.max_pending = max_pending
+        self.max_pending = own.max_pending
         self._pending: OrderedDict[str, OrderedDict[str, Selection]] = OrderedDict()
         self._pending_lock = threading.Lock()
 
