@@ -34,8 +34,7 @@ import argparse
 import json
 import math
 from collections import Counter
-from collections.abc import Callable, Iterator, Sequence
-from contextlib import contextmanager, nullcontext
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -52,15 +51,11 @@ from benchmarks.paths import default_cache
 from benchmarks.replay import replay, score_runs
 from benchmarks.sparse import tokenize
 from benchmarks.systems import BenchContext
-from benchmarks.thread_gap import swapped
-from dhrag_core import DHRAG, FaissKnowledgeBase, Settings
+from dhrag_core import DHRAG, FaissKnowledgeBase, HistoryDatabase, SessionView, Settings
 from dhrag_core.algorithm import scoring
 from dhrag_core.algorithm.hierarchy import topic_vector
 from dhrag_core.algorithm.rewriting import expand_vector
-from dhrag_core.history.selection import Selector
-from dhrag_core.history.session import SessionState, Threads
-from dhrag_core.records import Passage, Selection, Turn, Vector
-from dhrag_core.timing import StageTimer
+from dhrag_core.records import Passage, Turn, Vector
 
 __all__ = ["SIGNALS", "Choice", "fit_logit", "main"]
 
@@ -124,18 +119,19 @@ def _choices(ctx: BenchContext, kb: FaissKnowledgeBase, bench: Any, threads: int
             kind = task.tags.get("kind", "") if task is not None else ""
             thread = task.tags.get("thread", "") if task is not None else ""
             ranked = system.retrieve(turn.question, 10)
-            s = db._session(system.session)
-            sel = system._selection
+            view = db.view(system.session)
+            sel = system.selection
             if (task is not None and task.evaluated and kind in ("continue", "return")
-                    and sel is not None and s.tree.has_chains):
-                out.append(_choice(db, kb, s, sel.query_vector, thread_of, thread, kind,
-                                   frozenset(task.relevant), words, turn.question))
+                    and sel is not None and view.chains):
+                out.append(_choice(db, system.session, kb, view, sel.query_vector, thread_of,
+                                   thread, kind, frozenset(task.relevant), words,
+                                   turn.question))
                 out[-1].dhrag = reciprocal_rank([p.key for p in ranked[:10]], task.relevant)
                 alone = _t_star_only(system.engine, system.session, turn.question,
                                      sel.query_vector)
                 out[-1].t_star_only = reciprocal_rank(alone, task.relevant)
             system.observe(turn.question, ranked, turn.answer or "")
-            latest = db._session(system.session).latest
+            latest = db.view(system.session).latest
             assert latest is not None
             thread_of[latest] = thread
     return out
@@ -144,16 +140,11 @@ def _choices(ctx: BenchContext, kb: FaissKnowledgeBase, bench: Any, threads: int
 def _t_star_only(engine: DHRAG, session: str, question: str, qv: Vector) -> list[str]:
     """The top 10 of the engine's context for ``question`` searched with T*'s query alone
     (``thread_variants=1``), nothing stored and nothing kept pending."""
-    threads = engine.history.select_threads(session, qv, 1)
-    rewrite = engine._rewrite(question, threads[0])
-    search = engine._search_vectors(question, qv, rewrite, threads)
-    kb = engine._search_kb(rewrite.text, search)
-    sel = engine._integrate(session, question, rewrite, qv, search, threads[0], kb, 10,
-                            StageTimer())
+    sel = engine.preview(session, question, 10, thread_variants=1)
     return [c.passage.key for c in sel.context[:10]]
 
 
-def _chain_signals(cfg: Settings, kb: FaissKnowledgeBase, s: SessionState, qv: Vector,
+def _chain_signals(cfg: Settings, kb: FaissKnowledgeBase, view: SessionView, qv: Vector,
                    found: Sequence[tuple[int, float]], question: str,
                    words: _Words) -> np.ndarray:
     """The ``SIGNALS`` of each chain in ``found`` (id, relevance) for the query ``qv``."""
@@ -163,18 +154,17 @@ def _chain_signals(cfg: Settings, kb: FaissKnowledgeBase, s: SessionState, qv: V
     unclear = 0.7 - float((raw_vectors @ qv).max())
     signals = []
     for cid, rel in found:
-        ordered = sorted((t for t in s.turns if s.tree.chain_of(t) == cid),
-                         key=lambda t: s.turns[t].index)
-        latest = s.turns[ordered[-1]]
+        ordered = view.chain_members(cid)
+        latest = view.turn(ordered[-1])
         q, a, shown_vectors = latest.decoded()
         latest_passages = _mean(list(shown_vectors), len(qv))
-        recency = float(scoring.recency(s.next_index - latest.index, cfg.thread_half_life))
-        passages = _mean([v for t in ordered for v in s.turns[t].decoded()[2]], len(qv))
-        said = [f"{s.turns[t].query} {s.turns[t].response}" for t in ordered[-8:]]
-        shown = [x.text for t in ordered[-4:] for x in s.turns[t].passages[:3]]
+        recency = float(scoring.recency(view.next_index - latest.index, cfg.thread_half_life))
+        passages = _mean([v for t in ordered for v in view.turn(t).decoded()[2]], len(qv))
+        said = [f"{view.turn(t).query} {view.turn(t).response}" for t in ordered[-8:]]
+        shown = [x.text for t in ordered[-4:] for x in view.turn(t).passages[:3]]
         topic = topic_vector(latest, cfg.topic_answer_weight, cfg.topic_passage_weight)
         signals.append([
-            rel, recency, float(latest.turn_id == s.latest), float(np.log(len(ordered))),
+            rel, recency, float(latest.turn_id == view.latest), float(np.log(len(ordered))),
             float(q @ qv), float(a @ qv) if a is not None else 0.0,
             float(latest_passages @ qv), float(topic @ qv),
             float(raw_mean @ passages), float(raw_mean @ latest_passages),
@@ -185,50 +175,43 @@ def _chain_signals(cfg: Settings, kb: FaissKnowledgeBase, s: SessionState, qv: V
     return np.array(signals)
 
 
-def _choice(db: Any, kb: FaissKnowledgeBase, s: SessionState, qv: Vector,
-            thread_of: dict[str, str], thread: str, kind: str, relevant: frozenset[str],
-            words: _Words, question: str) -> Choice:
+def _choice(db: HistoryDatabase, session: str, kb: FaissKnowledgeBase, view: SessionView,
+            qv: Vector, thread_of: dict[str, str], thread: str, kind: str,
+            relevant: frozenset[str], words: _Words, question: str) -> Choice:
     cfg = db.settings
 
     def topic(t: Turn) -> Vector:
         return topic_vector(t, cfg.topic_answer_weight, cfg.topic_passage_weight)
 
-    found, matches = db._selector.threads(s, qv)
+    found = db.rank_threads(session, qv, query_text=question)
     rows, true = [], None
     for i, (cid, _) in enumerate(found):
-        members = [t for t in s.turns if s.tree.chain_of(t) == cid]
+        members = view.chain_members(cid)
         if true is None and Counter(thread_of[t] for t in members).most_common(1)[0][0] == thread:
             true = i
-        chosen = db._selector._select_in_thread(s, qv, cid, matches, lambda: 0.0,
-                                                describe=False)
+        chosen = db.select_in_thread(session, qv, cid)
         rows.append(expand_vector(qv, chosen, cfg.expansion, topic))
     found_rows = kb.search_vectors(np.stack(rows).astype(np.float32), 10)
     mrr = np.array([reciprocal_rank([p.key for p in r], relevant) for r in found_rows])
-    return Choice(_chain_signals(cfg, kb, s, qv, found, question, words), true, mrr, kind,
+    return Choice(_chain_signals(cfg, kb, view, qv, found, question, words), true, mrr, kind,
                   thread)
 
 
-@contextmanager
-def _logit_choice(weights: np.ndarray, kb: FaissKnowledgeBase,
-                  words: _Words) -> Iterator[None]:
-    """While open, the engine puts first the chain the logit ``weights`` score highest (the
-    rest in that order too), at select and at record time."""
-    original_threads, original_select = Selector.threads, DHRAG.select
-    asked = [""]
+class LogitChoice:
+    """A thread policy: the chain the logit ``weights`` score highest first (the rest in that
+    order too), at select and at record time."""
 
-    def select(self: DHRAG, session_id: str, query: str, k: int | None = None) -> Selection:
-        asked[0] = query
-        return original_select(self, session_id, query, k)
+    def __init__(self, weights: np.ndarray, kb: FaissKnowledgeBase, words: _Words,
+                 settings: Settings) -> None:
+        self.weights, self.kb, self.words, self.settings = weights, kb, words, settings
 
-    def threads(self: Selector, s: SessionState, qv: Vector) -> Threads:
-        found, matches = original_threads(self, s, qv)
-        if len(found) < 2:
-            return found, matches
-        score = _chain_signals(self.settings, kb, s, qv, found, asked[0], words) @ weights
-        return [found[i] for i in np.argsort(-score, kind="stable")], matches
-
-    with swapped(DHRAG, "select", select), swapped(Selector, "threads", threads):
-        yield
+    def order(self, view: SessionView, query: str, query_vector: Vector,
+              ranked: Sequence[tuple[int, float]]) -> list[tuple[int, float]] | None:
+        if len(ranked) < 2:
+            return None
+        score = _chain_signals(self.settings, self.kb, view, query_vector, ranked, query,
+                               self.words) @ self.weights
+        return [ranked[i] for i in np.argsort(-score, kind="stable")]
 
 
 def _end_to_end(ctx: BenchContext, bench: Any, threads: int, seeds: list[int],
@@ -236,13 +219,14 @@ def _end_to_end(ctx: BenchContext, bench: Any, threads: int, seeds: list[int],
     """MRR@10 by kind of the engine replayed on the sets, T* chosen by its rule or, with
     ``weights``, by the logit."""
     scores: list[TaskScore] = []
-    with (_logit_choice(weights, ctx.kb, words) if weights is not None else nullcontext()):
-        for seed in seeds:
-            tasks = interleave_benchmark(bench.conversations, threads=threads, block=(2, 4),
-                                         seed=seed)
-            system = DHRAGSystem("dhrag", ctx, Settings())
-            scores += score_runs(replay(system, build_conversations(tasks),
-                                        show_progress=False), tasks)
+    policy = (LogitChoice(weights, ctx.kb, words, Settings()) if weights is not None
+              else None)
+    for seed in seeds:
+        tasks = interleave_benchmark(bench.conversations, threads=threads, block=(2, 4),
+                                     seed=seed)
+        system = DHRAGSystem("dhrag", ctx, Settings(), thread_policy=policy)
+        scores += score_runs(replay(system, build_conversations(tasks),
+                                    show_progress=False), tasks)
     out = {"all": round(float(np.mean([x.values["MRR@10"] for x in scores])), 4)}
     for kind in ("first", "continue", "return"):
         out[kind] = round(float(np.mean([x.values["MRR@10"] for x in scores

@@ -13,7 +13,16 @@ from dataclasses import fields
 import numpy as np
 
 from benchmarks.systems import BenchContext, register_system
-from dhrag_core import DHRAG, Embedder, LLMRewriter, Passage, QueryRewriter, Settings
+from dhrag_core import (
+    DHRAG,
+    ChainPolicy,
+    Embedder,
+    LLMRewriter,
+    Passage,
+    QueryRewriter,
+    Settings,
+    ThreadPolicy,
+)
 from dhrag_core.llm import llm_from_env
 from dhrag_core.records import Selection, Vector
 
@@ -63,7 +72,8 @@ class DHRAGSystem:
 
     def __init__(
         self, name: str, ctx: BenchContext, settings: Settings, *, own_memo: bool = False,
-        rewriter: QueryRewriter | None = None,
+        rewriter: QueryRewriter | None = None, thread_policy: ThreadPolicy | None = None,
+        chain_policy: ChainPolicy | None = None,
     ) -> None:
         self.name = name
         self.reference = False
@@ -73,12 +83,18 @@ class DHRAGSystem:
         # the headline system pays for its own encodings, like each baseline does, so its
         # latency ratio is fair; ablations share one memo to keep the run short
         embedder = MemoEmbedder(inner) if own_memo else memo_for(inner)
-        self.engine = DHRAG(ctx.kb, embedder=embedder, settings=settings, rewriter=rewriter)
+        self.engine = DHRAG(ctx.kb, embedder=embedder, settings=settings, rewriter=rewriter,
+                            thread_policy=thread_policy, chain_policy=chain_policy)
         self.session = ""
         self._selection: Selection | None = None
         self.last_history_s: float | None = None
         self.comparisons = 0
         """Vectors the history matching compared with queries, over the replay."""
+
+    @property
+    def selection(self) -> Selection | None:
+        """The selection of the question retrieved last, until it is observed."""
+        return self._selection
 
     def start(self, conversation_id: str) -> None:
         self.session = f"conv-{conversation_id}"

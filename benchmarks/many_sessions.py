@@ -80,10 +80,10 @@ def run(sessions: int, turns: int, group: int, bound: int, embedder: Embedder,
         while marks and seen >= marks[0]:
             current, peak = rss_mib()
             rows.append({"sessions": seen, "turns": done_turns, "rss_mib": round(current, 1),
-                         "peak_rss_mib": round(peak, 1), "in_memory": len(db._sessions),
+                         "peak_rss_mib": round(peak, 1), "in_memory": db.sessions_in_memory,
                          "ms_per_turn": round(1000 * window_t / max(window_turns, 1), 3)})
             print(f"{seen:>8,} sessions {done_turns:>9,} turns  RSS {current:7.1f} MiB "
-                  f"(peak {peak:7.1f})  in memory {len(db._sessions):>6,}  "
+                  f"(peak {peak:7.1f})  in memory {db.sessions_in_memory:>6,}  "
                   f"{rows[-1]['ms_per_turn']:.2f} ms/turn", flush=True)
             window_t, window_turns = 0.0, 0
             marks.pop(0)
@@ -96,7 +96,7 @@ def run(sessions: int, turns: int, group: int, bound: int, embedder: Embedder,
     read_ms = 1000 * (time.perf_counter() - t0) / unknown
     after, peak = rss_mib()
     print(f"{unknown:,} reads of unknown session ids: RSS {before:.1f} -> {after:.1f} MiB, "
-          f"{read_ms:.2f} ms each, in memory {len(db._sessions):,}", flush=True)
+          f"{read_ms:.2f} ms each, in memory {db.sessions_in_memory:,}", flush=True)
     stored = len(db.store.sessions())
     db.close()
     return {"sessions": sessions, "turns_per_session": turns, "group": group,

@@ -17,10 +17,8 @@ from __future__ import annotations
 
 import argparse
 import json
-import weakref
 from collections import Counter, defaultdict
-from collections.abc import Callable, Iterator
-from contextlib import AbstractContextManager, contextmanager
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -33,13 +31,11 @@ from benchmarks.metrics import reciprocal_rank
 from benchmarks.mtrag_kb import load_with_kb
 from benchmarks.paths import default_cache
 from benchmarks.systems import BenchContext
-from dhrag_core import DHRAG, Settings
-from dhrag_core.algorithm.chains import Chain, ChainTracker
-from dhrag_core.history.selection import Selector
-from dhrag_core.history.session import SessionState, Threads
-from dhrag_core.records import Selection, Vector
+from dhrag_core import DHRAG, NEW_CHAIN, Settings
+from dhrag_core.history.policy import Link, SessionView, ThreadPolicy
+from dhrag_core.records import Selection, Turn, Vector
 
-__all__ = ["main", "swapped"]
+__all__ = ["TrueThreadChain", "TrueThreadFirst", "main"]
 
 
 class _Truth:
@@ -52,57 +48,36 @@ class _Truth:
         self.key = ""  # "<session>#<position>" of the current turn, position from 0
         self.order: list[str] = []  # the session's stored turn ids, oldest first
 
-    def majority(self, s: SessionState, chain: int) -> str | None:
-        found = Counter(self.of.get(t) for t in s.turns if s.tree.chain_of(t) == chain)
+    def majority(self, view: SessionView, chain: int) -> str | None:
+        found = Counter(self.of.get(t) for t in view.chain_members(chain))
         return found.most_common(1)[0][0] if found else None
 
 
-@contextmanager
-def swapped(owner: type, name: str, value: object) -> Iterator[None]:
-    """While open, ``owner.name`` is ``value`` (an analysis variant of an engine method)."""
-    original = getattr(owner, name)
-    setattr(owner, name, value)
-    try:
-        yield
-    finally:
-        setattr(owner, name, original)
+class TrueThreadFirst:
+    """A thread policy that puts first the chain most of whose turns are of the query's true
+    thread (among those the engine ranked), at select and at record time."""
+
+    def __init__(self, truth: _Truth) -> None:
+        self.truth = truth
+
+    def order(self, view: SessionView, query: str, query_vector: Vector,
+              ranked: Sequence[tuple[int, float]]) -> list[tuple[int, float]]:
+        right = [f for f in ranked if self.truth.majority(view, f[0]) == self.truth.current][:1]
+        return right + [f for f in ranked if f not in right]
 
 
-@contextmanager
-def _oracle_choice(truth: _Truth) -> Iterator[None]:
-    """While open, ``Selector.threads`` puts the true thread's chain first."""
-    original = Selector.threads
+class TrueThreadChain:
+    """A chain policy: a new turn joins the chain of its true thread (a new chain for a new
+    thread)."""
 
-    def threads(self: Selector, s: SessionState, qv: Vector) -> Threads:
-        found, matches = original(self, s, qv)
-        right = [f for f in found if truth.majority(s, f[0]) == truth.current][:1]
-        return right + [f for f in found if f not in right], matches
+    def __init__(self, truth: _Truth) -> None:
+        self.truth = truth
 
-    with swapped(Selector, "threads", threads):
-        yield
-
-
-@contextmanager
-def _oracle_grouping(truth: _Truth) -> Iterator[None]:
-    """While open, a new turn joins the chain of its true thread (a new chain for a new one)."""
-    chain_of_thread: weakref.WeakKeyDictionary[ChainTracker, dict[str, int]] = (
-        weakref.WeakKeyDictionary())
-
-    def link(self: ChainTracker, turn_id: str, vector: Vector, index: int,
-             prefer: int | None = None) -> int:
-        mine = chain_of_thread.setdefault(self, {})
-        cid = mine.get(truth.current)
-        if cid is None or cid not in self.chains:
-            chain = self.chains[self._next_id] = Chain(self._next_id, self.dimension)
-            self._next_id += 1
-            mine[truth.current] = chain.id
-        else:
-            chain = self.chains[cid]
-        self._add(chain, turn_id, vector, index)
-        return chain.id
-
-    with swapped(ChainTracker, "link", link):
-        yield
+    def link(self, view: SessionView, turn: Turn, proposed: int | None) -> Link:
+        mine = Counter(view.chain_of(t) for t in view.turn_ids
+                       if self.truth.of.get(t) == self.truth.current)
+        mine.pop(None, None)
+        return mine.most_common(1)[0][0] if mine else NEW_CHAIN
 
 
 RUNS: dict[str, tuple[dict[str, Any], set[str]]] = {
@@ -119,79 +94,78 @@ RUNS: dict[str, tuple[dict[str, Any], set[str]]] = {
 
 
 def _replay(ctx: BenchContext, bench: Any, threads: int, seed: int, settings: Settings,
-            right: set[str],
-            patch: Callable[[_Truth], AbstractContextManager[object]] | None = None,
+            right: set[str], policy: Callable[[_Truth], ThreadPolicy] | None = None,
             ) -> dict[str, list[float]]:
-    """MRR@10 by kind and the thread statistics of one replay; ``patch``, given the replay's
-    truth, is held open around it (another way of choosing T*, say)."""
+    """MRR@10 by kind and the thread statistics of one replay; ``policy``, given the replay's
+    truth, chooses T* (another way of choosing it, say)."""
     tasks = interleave_benchmark(bench.conversations, threads=threads, block=(2, 4), seed=seed)
     out: dict[str, list[float]] = defaultdict(list)
     truth = _Truth()
-    system = DHRAGSystem("dhrag", ctx, settings)
+    chooser = (policy(truth) if policy is not None
+               else TrueThreadFirst(truth) if "choice" in right else None)
+    system = DHRAGSystem("dhrag", ctx, settings, thread_policy=chooser,
+                         chain_policy=TrueThreadChain(truth) if "grouping" in right else None)
     db = system.engine.history
-    with (_oracle_choice(truth) if "choice" in right else _nothing(),
-          _oracle_grouping(truth) if "grouping" in right else _nothing(),
-          patch(truth) if patch is not None else _nothing()):
-        for conv in build_conversations(tasks):
-            system.start(conv.conversation_id)
-            start = system.session
-            truth.of.clear()
-            truth.order.clear()
-            for position, turn in enumerate(conv.turns):
-                truth.key = f"{conv.conversation_id}#{position}"
-                tags = turn.task.tags if turn.task is not None else {}
-                kind, truth.current = tags.get("kind", ""), tags.get("thread", "")
-                truth.relevant = frozenset(turn.task.relevant) if turn.task is not None else (
-                    frozenset())
-                if "sessions" in right:
-                    system.session = f"{start}|{truth.current}"
-                ranked = system.retrieve(turn.question, 10)
-                s = db._session(system.session)
-                mine = [t for t in s.turns if truth.of.get(t) == truth.current]
-                if kind in ("continue", "return") and mine and s.tree.has_chains:
-                    sel = system._selection
-                    assert sel is not None
-                    t_star = db._selector.threads(s, sel.query_vector)[0][0][0]
-                    latest = max(mine, key=lambda t: s.turns[t].index)
-                    out[f"{kind}: T* right"].append(
-                        float(truth.majority(s, t_star) == truth.current))
-                    out[f"{kind}: T* holds the thread's latest turn"].append(
-                        float(s.tree.chain_of(latest) == t_star))
-                if turn.task is not None and turn.task.evaluated:
-                    rr = reciprocal_rank([p.key for p in ranked[:10]], turn.task.relevant)
-                    out[f"MRR@10 {kind}"].append(rr)
-                    out["MRR@10"].append(rr)
-                    sel = system._selection
-                    if sel is not None and len(sel.search_vectors) > 1 and not sel.gated:
-                        rows = _rows(ctx, system.engine, system.session, sel, truth, s)
-                        for key, value in rows.items():
-                            out[f"hedged turns: {key}"].append(value)
-                    out["hedged turns: share"].append(float(
-                        sel is not None and len(sel.search_vectors) > 1 and not sel.gated))
-                system.observe(turn.question, ranked, turn.answer or "")
-                latest_id = db._session(system.session).latest
-                assert latest_id is not None
-                truth.of[latest_id] = truth.current
-                truth.order.append(latest_id)
+    for conv in build_conversations(tasks):
+        system.start(conv.conversation_id)
+        start = system.session
+        truth.of.clear()
+        truth.order.clear()
+        for position, turn in enumerate(conv.turns):
+            truth.key = f"{conv.conversation_id}#{position}"
+            tags = turn.task.tags if turn.task is not None else {}
+            kind, truth.current = tags.get("kind", ""), tags.get("thread", "")
+            truth.relevant = frozenset(turn.task.relevant) if turn.task is not None else (
+                frozenset())
             if "sessions" in right:
-                continue
-            s = db._session(system.session)
-            chains: dict[int | None, list[str]] = defaultdict(list)
-            for t in s.turns:
-                chains[s.tree.chain_of(t)].append(truth.of[t])
-            held: dict[str, set[int | None]] = defaultdict(set)
-            for c, members in chains.items():
-                out["purity"].extend(
-                    [1.0] * Counter(members).most_common(1)[0][1]
-                    + [0.0] * (len(members) - Counter(members).most_common(1)[0][1]))
-                for m in members:
-                    held[m].add(c)
-            out["chains per thread"].extend(float(len(v)) for v in held.values())
+                system.session = f"{start}|{truth.current}"
+            ranked = system.retrieve(turn.question, 10)
+            view = db.view(system.session)
+            mine = [t for t in view.turn_ids if truth.of.get(t) == truth.current]
+            if kind in ("continue", "return") and mine and view.chains:
+                sel = system.selection
+                assert sel is not None
+                t_star = db.rank_threads(system.session, sel.query_vector,
+                                         query_text=turn.question, limit=1)[0][0]
+                out[f"{kind}: T* right"].append(
+                    float(truth.majority(view, t_star) == truth.current))
+                out[f"{kind}: T* holds the thread's latest turn"].append(
+                    float(view.chain_of(mine[-1]) == t_star))
+            if turn.task is not None and turn.task.evaluated:
+                rr = reciprocal_rank([p.key for p in ranked[:10]], turn.task.relevant)
+                out[f"MRR@10 {kind}"].append(rr)
+                out["MRR@10"].append(rr)
+                sel = system.selection
+                if sel is not None and len(sel.search_vectors) > 1 and not sel.gated:
+                    rows = _rows(ctx, system.engine, system.session, sel, truth, view)
+                    for key, value in rows.items():
+                        out[f"hedged turns: {key}"].append(value)
+                out["hedged turns: share"].append(float(
+                    sel is not None and len(sel.search_vectors) > 1 and not sel.gated))
+            system.observe(turn.question, ranked, turn.answer or "")
+            latest_id = db.view(system.session).latest
+            assert latest_id is not None
+            truth.of[latest_id] = truth.current
+            truth.order.append(latest_id)
+        if "sessions" in right:
+            continue
+        view = db.view(system.session)
+        chains: dict[int | None, list[str]] = defaultdict(list)
+        for t in view.turn_ids:
+            chains[view.chain_of(t)].append(truth.of[t])
+        held: dict[str, set[int | None]] = defaultdict(set)
+        for c, members in chains.items():
+            out["purity"].extend(
+                [1.0] * Counter(members).most_common(1)[0][1]
+                + [0.0] * (len(members) - Counter(members).most_common(1)[0][1]))
+            for m in members:
+                held[m].add(c)
+        out["chains per thread"].extend(float(len(v)) for v in held.values())
     return out
 
 
 def _rows(ctx: BenchContext, engine: DHRAG, session: str, sel: Selection, truth: _Truth,
-          s: SessionState) -> dict[str, float]:
+          view: SessionView) -> dict[str, float]:
     """On a hedged turn: MRR@10 of the fused ranking against each row searched alone (T*'s,
     the true thread's, the best in hindsight, the one with the best top-1 score), each row's
     own candidates ranked as integration ranks them (its cosine plus the lexical term)."""
@@ -200,12 +174,11 @@ def _rows(ctx: BenchContext, engine: DHRAG, session: str, sel: Selection, truth:
     rows = np.stack(sel.search_vectors).astype(np.float32)
     rrs, top1 = [], []
     for row, found in zip(rows, ctx.kb.search_vectors(rows, engine.settings.kb_k), strict=True):
-        vectors = engine._passage_vectors(found)
-        ranked = engine._context(sel.rewritten_query, row[None, :], [], found, vectors, 10)
+        ranked = engine.rank(sel.rewritten_query, row[None, :], found, 10)
         rrs.append(reciprocal_rank([c.passage.key for c in ranked], relevant))
         top1.append(ranked[0].score if ranked else -np.inf)
     true = [i for i, h in enumerate(threads[: len(rrs)])
-            if h and truth.majority(s, h[0].chain_id) == truth.current]
+            if h and truth.majority(view, h[0].chain_id) == truth.current]
     fused = reciprocal_rank([c.passage.key for c in sel.context[:10]], relevant)
     return {
         "fused (today)": fused,
@@ -214,11 +187,6 @@ def _rows(ctx: BenchContext, engine: DHRAG, session: str, sel: Selection, truth:
         "the row with the best top-1 score": rrs[int(np.argmax(top1))],
         "the best row in hindsight": max(rrs),
     }
-
-
-@contextmanager
-def _nothing() -> Iterator[None]:
-    yield
 
 
 def main() -> None:

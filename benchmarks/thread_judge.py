@@ -32,7 +32,6 @@ import random
 import zlib
 from collections import defaultdict
 from collections.abc import Callable, Iterator, Sequence
-from contextlib import AbstractContextManager, contextmanager
 from functools import partial
 from pathlib import Path
 from typing import Any
@@ -50,10 +49,9 @@ from benchmarks.interleave import interleave_benchmark
 from benchmarks.mtrag_kb import load_with_kb
 from benchmarks.paths import default_cache
 from benchmarks.systems import BenchContext
-from benchmarks.thread_gap import _replay, _Truth, swapped
-from dhrag_core import Settings
-from dhrag_core.history.selection import Selector, hedged_threads
-from dhrag_core.history.session import SessionState, Threads
+from benchmarks.thread_gap import _replay, _Truth
+from dhrag_core import SessionView, Settings
+from dhrag_core.history.selection import hedged_threads
 from dhrag_core.records import Vector
 
 __all__ = ["judge_prompts", "judged", "judged_by_turn", "load_judgments", "main",
@@ -175,61 +173,61 @@ def judged_by_turn(found: Found, chain: int | None,
     return None if pick is None else _first(found, pick)
 
 
-Choose = Callable[[SessionState, Vector, Found, set[int], Settings], Found | None]
+Choose = Callable[[SessionView, Vector, Found, set[int], Settings], Found | None]
 
 
-@contextmanager
-def _following(truth: _Truth, counts: dict[str, int], choose: Choose) -> Iterator[None]:
-    """While open, ``Selector.threads`` returns what ``choose`` makes of the engine's order
-    (given the chains that are mostly the question's thread), the engine's own where it
-    returns ``None``; ``counts`` tallies each turn once (the engine asks more than once)."""
-    original = Selector.threads
-    seen: set[tuple[int, bytes, int]] = set()
+class Following:
+    """A thread policy: ``choose`` makes what it will of the engine's order (given the chains
+    that are mostly the question's thread); the engine's own stands where it returns
+    ``None``. ``counts`` tallies each turn once (the engine asks at select and at record)."""
 
-    def threads(self: Selector, s: SessionState, qv: Vector) -> Threads:
-        found, matches = original(self, s, qv)
-        right = {t for t, _ in found if truth.majority(s, t) == truth.current}
-        after = choose(s, qv, found, right, self.settings)
-        key = (id(s), qv.tobytes(), s.version)
-        if key not in seen and len(found) > 1:
-            seen.add(key)
+    def __init__(self, truth: _Truth, counts: dict[str, int], choose: Choose,
+                 settings: Settings) -> None:
+        self.truth, self.counts, self.choose, self.settings = truth, counts, choose, settings
+        self.seen: set[tuple[str, bytes]] = set()
+
+    def order(self, view: SessionView, query: str, query_vector: Vector,
+              ranked: Sequence[tuple[int, float]]) -> Found | None:
+        found = list(ranked)
+        right = {t for t, _ in found if self.truth.majority(view, t) == self.truth.current}
+        after = self.choose(view, query_vector, found, right, self.settings)
+        key = (self.truth.key, query_vector.tobytes())
+        if key not in self.seen and len(found) > 1:
+            self.seen.add(key)
             asked = _hedges(found, self.settings)
-            counts["hedged"] += asked
-            counts["abstained"] += asked and after is None
-            counts["rule right"] += after is not None and found[0][0] in right
-            counts["judge right"] += after is not None and after[0][0] in right
-        return (after if after is not None else found), matches
-
-    with swapped(Selector, "threads", threads):
-        yield
+            self.counts["hedged"] += asked
+            self.counts["abstained"] += asked and after is None
+            self.counts["rule right"] += after is not None and found[0][0] in right
+            self.counts["judge right"] += after is not None and after[0][0] in right
+        return after
 
 
 def _judge(truth: _Truth, accuracy: float, candidates: int,
-           counts: dict[str, int]) -> AbstractContextManager[None]:
-    """While open, ``Selector.threads`` follows the simulated judge."""
+           counts: dict[str, int]) -> Following:
+    """A policy following the simulated judge."""
 
-    def choose(s: SessionState, qv: Vector, found: Found, right: set[int],
+    def choose(view: SessionView, qv: Vector, found: Found, right: set[int],
                settings: Settings) -> Found | None:
         draw = (zlib.crc32(qv.tobytes()) % 100_000) / 100_000
         return judged(found, right, settings, accuracy, candidates, draw)
 
-    return _following(truth, counts, choose)
+    return Following(truth, counts, choose, Settings())
 
 
 def _judge_from_file(truth: _Truth, judgments: dict[str, int],
-                     counts: dict[str, int]) -> AbstractContextManager[None]:
-    """While open, ``Selector.threads`` follows the judgments read from a file."""
+                     counts: dict[str, int]) -> Following:
+    """A policy following the judgments read from a file."""
 
-    def choose(s: SessionState, qv: Vector, found: Found, right: set[int],
+    def choose(view: SessionView, qv: Vector, found: Found, right: set[int],
                settings: Settings) -> Found | None:
         follows = judgments.get(truth.key, 0)
         if follows > len(truth.order):
             raise ValueError(f"judgment for {truth.key} names turn {follows}, but only "
                              f"{len(truth.order)} turns came before it")
-        chain = s.tree.chain_of(truth.order[follows - 1]) if follows else None
+        chain = view.chain_of(truth.order[follows - 1]) if follows else None
         return judged_by_turn(found, chain, settings)
 
-    return _following(truth, counts, choose)
+    return Following(truth, counts, choose, Settings())
 
 
 def main() -> None:
@@ -263,8 +261,8 @@ def main() -> None:
     ctx = BenchContext(kb=kb, embedder=emb)
     report: dict[str, Any] = {"threads": args.threads, "seeds": args.seeds,
                               "candidates": args.candidates}
-    # a judge's patch, still to be given the counts it fills; None for the references
-    Judge = Callable[..., AbstractContextManager[None]]
+    # a judge's policy, still to be given the counts it fills; None for the references
+    Judge = Callable[..., Following]
     runs: list[tuple[str, set[str], Judge | None]] = [("defaults", set(), None)]
     for a in (float(x) for x in args.accuracy.split(",")):
         runs.append((f"judge right {a:.0%} of the time", set(),
@@ -276,10 +274,10 @@ def main() -> None:
     for name, right, judge in runs:
         pooled: dict[str, list[float]] = defaultdict(list)
         counts: dict[str, int] = defaultdict(int)
-        patch = partial(judge, counts=counts) if judge is not None else None
+        policy = partial(judge, counts=counts) if judge is not None else None
         for seed in seeds:
             for key, values in _replay(ctx, bench, args.threads, seed, Settings(), right,
-                                       patch).items():
+                                       policy).items():
                 if key.startswith("MRR@10") or "T* right" in key:
                     pooled[key].extend(values)
         row: dict[str, Any] = {k: round(float(np.mean(v)), 4) for k, v in sorted(pooled.items())}

@@ -79,7 +79,7 @@ def track(system: DHRAGSystem, conversations: Sequence[Conversation], embedder: 
         queries: list[str] = []
         for i, turn in enumerate(conv.turns):
             ranked = system.retrieve(turn.question, k)
-            sel = system._selection
+            sel = system.selection
             task = turn.task
             here = topic_of(task) if task is not None else set()
             if task is not None and task.evaluated and i > 0:

@@ -12,7 +12,14 @@ from dhrag_core.embedding import (
     MiniLMEmbedder,
     l2_normalise,
 )
-from dhrag_core.history import AddResult, HistoryDatabase
+from dhrag_core.history import (
+    NEW_CHAIN,
+    AddResult,
+    ChainPolicy,
+    HistoryDatabase,
+    SessionView,
+    ThreadPolicy,
+)
 from dhrag_core.index import VectorIndex
 from dhrag_core.knowledge.base import FaissKnowledgeBase, KnowledgeBase
 from dhrag_core.knowledge.ingest import load_kb, load_passages
@@ -44,9 +51,11 @@ __version__ = "0.1.0"
 __all__ = [
     "DHRAG",
     "LLM",
+    "NEW_CHAIN",
     "AddResult",
     "Calibration",
     "Candidate",
+    "ChainPolicy",
     "ContextItem",
     "CorruptStoreError",
     "DHRAGSettings",
@@ -73,10 +82,12 @@ __all__ = [
     "SQLiteStore",
     "SelectedTurn",
     "Selection",
+    "SessionView",
     "Settings",
     "StaleSessionError",
     "StoreUnavailableError",
     "Summariser",
+    "ThreadPolicy",
     "Turn",
     "VectorIndex",
     "__version__",

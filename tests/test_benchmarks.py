@@ -703,27 +703,6 @@ def test_cross_validation_scores_each_fold_with_the_setting_best_elsewhere() -> 
     assert fold_of("conversation-1", 5) == fold_of("conversation-1", 5) in range(5)
 
 
-def test_answer_variants_store_the_answer_vector_they_name() -> None:
-    from benchmarks.answer_variants import _variant
-    from dhrag_core import HashingEmbedder, HistoryDatabase, Settings
-
-    emb = HashingEmbedder()
-    passages = [Passage("the governor built the mosque"), Passage("bond coupons")]
-    answer = "The governor built it."
-    stored = {}
-    for mode in ("none", "chars8", "top"):
-        db = HistoryDatabase(embedder=emb, settings=Settings(answer_vector="encode"))
-        db._encode_turn = _variant(db, mode)  # type: ignore[method-assign]
-        stored[mode] = db.add("s", "Who built it?", passages, answer).turn
-    assert stored["none"].response_vector is None
-    # turns keep centred int8 codes
-    chars8 = stored["chars8"].response_vector
-    assert chars8 is not None
-    assert float(chars8 @ db.calibrate(emb.encode([answer[:8]])[0])) > 0.999
-    np.testing.assert_allclose(stored["top"].response_vector,
-                               stored["top"].passage_vectors[0], atol=3e-3)
-
-
 def test_the_clarity_gated_baseline_searches_a_clear_question_as_is() -> None:
     emb = HashingEmbedder()
     kb = FaissKnowledgeBase([Passage("Guinea pigs live five to seven years.", id="g"),
@@ -1059,3 +1038,30 @@ def test_data_stats_count_gold_length_and_gold_shared_with_the_previous_turn() -
     assert out["share_gold_with_previous_turn"] == pytest.approx(1 / (len(tasks) - 1))
     # gold: 10 and 4 words; the rest: 6, 6, 3 and four of 4
     assert out["gold_median_words"] == 7.0 and out["other_median_words"] == 4.0
+
+
+def test_thread_analyses_make_their_part_right_through_the_core_policies() -> None:
+    """``thread_gap``'s oracle policies (and a judge's) plug into the engine: with the grouping
+    and the choice made right, every chain is one thread and T* is always the true one."""
+    from types import SimpleNamespace
+
+    from benchmarks.choice_ceiling import _choices, _Words
+    from benchmarks.thread_gap import _replay
+    from benchmarks.thread_judge import _judge
+
+    convs = build_conversations(_many_conversations())
+    bench = SimpleNamespace(conversations=convs)
+    ctx = _context(_many_conversations())
+    right = _replay(ctx, bench, 3, 0, Settings(), {"grouping", "choice"})
+    assert right["purity"] and min(right["purity"]) == 1.0
+    assert max(right["chains per thread"]) == 1.0
+    t_star = right["continue: T* right"] + right["return: T* right"]
+    assert t_star and min(t_star) == 1.0
+    engine = _replay(ctx, bench, 3, 0, Settings(), set())
+    assert min(engine["purity"]) < 1.0, "HashingEmbedder's chains mix these look-alike threads"
+    counts: dict[str, int] = {"hedged": 0, "abstained": 0, "rule right": 0, "judge right": 0}
+    judged = _replay(ctx, bench, 3, 0, Settings(), set(),
+                     lambda truth: _judge(truth, 1.0, 5, counts))
+    assert judged["MRR@10"] and counts["hedged"] >= counts["judge right"]
+    choices = _choices(ctx, ctx.kb, bench, 3, 0, _Words(_kb()))
+    assert choices and all(c.signals.shape[0] == len(c.mrr) for c in choices)

@@ -92,11 +92,12 @@ class ChainTracker:
         best = int(np.argmax(scores))
         return self._lasts.key_at(int(slots[best])), float(scores[best])
 
-    def link(self, turn_id: str, vector: Vector, index: int, prefer: int | None = None) -> int:
+    def link(self, turn_id: str, vector: Vector, index: int, prefer: int | None = None, *,
+             new: bool = False) -> int:
         """Attach a new turn to ``prefer`` (the chain its query was judged to continue), else
-        to the chain it continues best, or start one; returns the id."""
-        best = self.best_link(vector)
-        if prefer is not None and prefer in self.chains:
+        to the chain it continues best, or start one (always with ``new``); returns the id."""
+        best = None if new else self.best_link(vector)
+        if prefer is not None and prefer in self.chains and not new:
             chain = self.chains[prefer]
         elif best is not None and best[1] >= self.threshold:
             chain = self.chains[best[0]]

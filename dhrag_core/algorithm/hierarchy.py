@@ -175,13 +175,15 @@ class SessionTree:
 
     # -- upkeep -------------------------------------------------------------------------------
 
-    def insert(self, turn: Turn, thread: int | None = None) -> tuple[int, int, dict[str, int]]:
+    def insert(self, turn: Turn, thread: int | None = None, *,
+               new_chain: bool = False) -> tuple[int, int, dict[str, int]]:
         """Organise a new turn: (cluster id, chain id, cluster ids of other turns that moved).
 
-        ``thread``: the chain the turn's query was judged to continue, if any."""
+        ``thread``: the chain the turn's query was judged to continue, if any; ``new_chain``:
+        the turn starts a chain of its own (a chain policy's decision)."""
         v = self.topic(turn)
         changed = self.clusters.assign(turn.turn_id, v, self.vectors, self._age)
-        chain_id = self.chains.link(turn.turn_id, v, turn.index, thread)
+        chain_id = self.chains.link(turn.turn_id, v, turn.index, thread, new=new_chain)
         self.index_of[turn.turn_id] = turn.index
         for moved in changed:
             old = self._node_remove(moved)
@@ -214,6 +216,15 @@ class SessionTree:
     @property
     def has_chains(self) -> bool:
         return bool(self.chains.chains)
+
+    def has_chain(self, chain_id: int) -> bool:
+        """Whether a chain of that id holds turns."""
+        return chain_id in self.chains.chains
+
+    def chain_members(self, chain_id: int) -> list[str]:
+        """Every member of a chain, oldest first (empty when there is no such chain)."""
+        chain = self.chains.chains.get(chain_id)
+        return list(chain.members) if chain is not None else []
 
     def chain_of(self, turn_id: str) -> int | None:
         """The chain (thread) holding ``turn_id``; None when the turn is not in the tree."""

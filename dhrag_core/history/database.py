@@ -24,6 +24,7 @@ from dhrag_core.algorithm.summaries import ExtractiveSummariser, Summariser
 from dhrag_core.closing import Closeable
 from dhrag_core.embedding import Embedder, MiniLMEmbedder, encode_checked
 from dhrag_core.history.inputs import check_passages, check_timestamp, check_vector, encode_turn
+from dhrag_core.history.policy import ChainPolicy, SessionView, ThreadPolicy
 from dhrag_core.history.selection import Selector
 from dhrag_core.history.session import SessionState
 from dhrag_core.history.sessions import SessionCache
@@ -59,6 +60,10 @@ class HistoryDatabase(Closeable):
             measured from the embedder on the probe texts at first use when
             ``Settings.calibrate`` is on, else none. Stored vectors are centred: a store is
             read with the calibration it was written with.
+        thread_policy: Replaces the engine's choice of the thread a query continues
+            (``history.policy.ThreadPolicy``); default: the engine's rule.
+        chain_policy: Replaces the engine's choice of the chain a new turn joins
+            (``history.policy.ChainPolicy``); default: the engine's rule.
 
     Example:
         >>> from dhrag_core import HashingEmbedder, HistoryDatabase
@@ -76,6 +81,9 @@ class HistoryDatabase(Closeable):
         clock: Callable[[], float] = time.time,
         summariser: Summariser | None = None,
         calibration: Calibration | None = None,
+        *,
+        thread_policy: ThreadPolicy | None = None,
+        chain_policy: ChainPolicy | None = None,
     ) -> None:
         if settings is not None and not isinstance(settings, Settings):
             raise TypeError(
@@ -107,8 +115,12 @@ class HistoryDatabase(Closeable):
         self._calibration_lock = threading.Lock()
         self._cache = SessionCache(self.store, self.embedder, self.settings)
         self._sessions = self._cache.sessions  # least recently used first
-        self._selector = Selector(self.settings, self.summariser)
-        self._update = UpdateRule(self.settings, self._cache, self._selector)
+        if thread_policy is not None and not callable(getattr(thread_policy, "order", None)):
+            raise TypeError("thread_policy must have order(view, query, query_vector, ranked)")
+        if chain_policy is not None and not callable(getattr(chain_policy, "link", None)):
+            raise TypeError("chain_policy must have link(view, turn, proposed)")
+        self._selector = Selector(self.settings, self.summariser, thread_policy)
+        self._update = UpdateRule(self.settings, self._cache, self._selector, chain_policy)
 
     def _session(self, session_id: str) -> SessionState:
         """The session's derived state, brought up to date with the store."""
@@ -238,7 +250,8 @@ class HistoryDatabase(Closeable):
         return self.select_threads(session_id, query, 1)[0]
 
     def select_threads(
-        self, session_id: str, query: str | Vector, n: int, *, follow_up: bool | None = None
+        self, session_id: str, query: str | Vector, n: int, *, follow_up: bool | None = None,
+        query_text: str | None = None,
     ) -> list[list[SelectedTurn]]:
         """``select`` inside each of the ``n`` threads the query most likely continues.
 
@@ -249,17 +262,64 @@ class HistoryDatabase(Closeable):
         Without chains (``use_chains=False``) or history there is one list. ``follow_up``:
         whether the query names nothing of its own (``discourse.is_follow_up``), read from
         its text when ``None`` (a vector given as ``query`` then counts as not one).
+        ``query_text``: the question's text when ``query`` is its vector (a thread policy
+        reads it).
         """
         check_session_id(session_id)
         check_k(n, "n")
         if follow_up is None:
             follow_up = isinstance(query, str) and is_follow_up(query)
+        text = query if isinstance(query, str) else (query_text or "")
         qv = self._query_vector(query)
         s = self._session(session_id)
         with s.lock:
             # the clock is read when each thread is weighed, as ``self.clock`` is then
             return self._selector.select_threads(s, qv, n, lambda: self.clock(),
-                                                 follow_up=follow_up)
+                                                 follow_up=follow_up, query=text)
+
+    def rank_threads(self, session_id: str, query: str | Vector, *,
+                     query_text: str | None = None,
+                     limit: int | None = None) -> list[tuple[int, float]]:
+        """The threads (chain ids) by how well ``query`` continues them, T* first, with its
+        relevance to each, as selection ranks them (the thread policy applied); the first
+        ``limit`` (all when ``None``). ``query_text`` as in ``select_threads``."""
+        check_session_id(session_id)
+        if limit is not None:
+            check_k(limit, "limit")
+        text = query if isinstance(query, str) else (query_text or "")
+        qv = self._query_vector(query)
+        s = self._session(session_id)
+        with s.lock:
+            if not s.tree.has_chains:
+                return []
+            ranked, _ = self._selector.threads(s, qv, follow_up=is_follow_up(text),
+                                               limit=limit, query=text)
+            return list(ranked)
+
+    def select_in_thread(self, session_id: str, query: str | Vector,
+                         thread: int) -> list[SelectedTurn]:
+        """The selection inside ``thread`` (a chain id of ``rank_threads``), as if ``query``
+        continued it: what T*'s selection would be were that thread chosen."""
+        check_session_id(session_id)
+        qv = self._query_vector(query)
+        s = self._session(session_id)
+        with s.lock:
+            if isinstance(thread, bool) or not isinstance(thread, int) or not s.tree.has_chain(
+                    thread):
+                raise ValueError(f"thread must be a chain id of session {session_id!r}, "
+                                 f"got {thread!r}")
+            return self._selector.select_in(s, qv, thread, lambda: self.clock())
+
+    @property
+    def sessions_in_memory(self) -> int:
+        """Sessions whose derived state is held in memory now (``max_sessions_in_memory``)."""
+        return len(self._sessions)
+
+    def view(self, session_id: str) -> SessionView:
+        """A read-only view of the session's stored turns and threads, valid until the
+        session next changes (analyses, tests, a policy's own bookkeeping)."""
+        check_session_id(session_id)
+        return SessionView(self._session(session_id))
 
     def latest_thread(self, session_id: str) -> int | None:
         """The thread (chain) of the session's latest turn; ``None`` without turns."""

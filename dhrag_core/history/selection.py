@@ -17,6 +17,7 @@ from dhrag_core.algorithm.discourse import is_follow_up
 from dhrag_core.algorithm.hierarchy import TreeMatch
 from dhrag_core.algorithm.summaries import Summariser
 from dhrag_core.history.labels import cluster_labels, summary_text
+from dhrag_core.history.policy import SessionView, ThreadPolicy
 from dhrag_core.history.session import SessionState, Threads
 from dhrag_core.records import SelectedTurn, Vector
 from dhrag_core.settings import Settings
@@ -39,27 +40,33 @@ def hedged_threads(threads: Sequence[tuple[int, float]], n: int,
 
 
 class Selector:
-    """Selects history turns for a query under ``settings`` (its ablation switches apply)."""
+    """Selects history turns for a query under ``settings`` (its ablation switches apply);
+    ``thread_policy`` may replace the engine's choice of threads (``policy``)."""
 
-    def __init__(self, settings: Settings, summariser: Summariser) -> None:
+    def __init__(self, settings: Settings, summariser: Summariser,
+                 thread_policy: ThreadPolicy | None = None) -> None:
         self.settings = settings
         self.summariser = summariser
+        self.thread_policy = thread_policy
 
     def select_threads(
-        self, s: SessionState, qv: Vector, n: int, clock: Clock, *, follow_up: bool = False
+        self, s: SessionState, qv: Vector, n: int, clock: Clock, *, follow_up: bool = False,
+        query: str = "",
     ) -> list[list[SelectedTurn]]:
         """The selection inside each of the ``n`` threads the query most likely continues, T*
         first, runner-ups only within ``hedge_margin`` of T*'s relevance; one list without
         chains (``use_chains=False``) or history. Only T*'s turns carry their cluster label
         and summary text: the runner-ups' shape the search and are not shown.
-        ``follow_up``: the query names nothing of its own (``discourse.is_follow_up``)."""
+        ``follow_up``: the query names nothing of its own (``discourse.is_follow_up``);
+        ``query``: its text, for a thread policy."""
         if not s.turns:
             return [[]]
         if not self.settings.use_chains:
             return [self._select_flat(s, qv, clock)]
         if not s.tree.has_chains:
             return [[]]
-        threads, matches = self.threads(s, qv, follow_up=follow_up, limit=self._limit(n))
+        threads, matches = self.threads(s, qv, follow_up=follow_up, limit=self._limit(n),
+                                        query=query)
         kept = hedged_threads(threads, n, self.settings.hedge_margin)
         return [self._select_in_thread(s, qv, t, matches, clock, describe=i == 0)
                 for i, t in enumerate(kept)]
@@ -71,7 +78,7 @@ class Selector:
         if not cfg.use_chains or cfg.thread_link is None or not s.tree.has_chains:
             return None
         thread, relevance = self.threads(s, qv, follow_up=is_follow_up(query),
-                                         limit=self._limit(1))[0][0]
+                                         limit=self._limit(1), query=query)[0][0]
         return thread if relevance >= cfg.thread_link else None
 
     def _limit(self, n: int) -> int:
@@ -80,7 +87,7 @@ class Selector:
         return max(n, self.settings.thread_variants, _THREADS_RANKED)
 
     def threads(self, s: SessionState, qv: Vector, *, follow_up: bool = False,
-                limit: int | None = None) -> Threads:
+                limit: int | None = None, query: str = "") -> Threads:
         """Chains (threads) by how well the query continues them, T* first, with their
         relevance (the first ``limit``; all when None); and the tree matches.
 
@@ -89,9 +96,11 @@ class Selector:
         relevant to nothing in particular, stays in the thread of the turn before it. A
         ``follow_up`` (a question that names nothing) leaves the latest turn's thread only for
         one ``follow_up_margin`` more relevant: its "it" is what the latest turn spoke of,
-        however alike its wording is to an older question's.
+        however alike its wording is to an older question's. A ``thread_policy`` then sees
+        this ranking of every thread (and ``query``) and may replace it.
         """
-        key = qv.tobytes() + (b"f" if follow_up else b"") + str(limit).encode()
+        key = (qv.tobytes() + (b"f" if follow_up else b"") + str(limit).encode() + b"\0"
+               + query.encode("utf-8", "replace"))
         memo = s.thread_memo
         if memo is not None and memo[0] == key and memo[1] == s.version:
             return memo[2]
@@ -106,7 +115,8 @@ class Selector:
         slots, rel, last = tree.rank_chains(qv, matched)
         bonus = cfg.thread_recency if cfg.use_recency else 0.0
         score = scoring.thread_score(rel, s.next_index - last, bonus, cfg.thread_half_life)
-        order = scoring.top_order(score, limit)
+        # a policy may put any thread first: it sees them all
+        order = scoring.top_order(score, None if self.thread_policy is not None else limit)
         current = tree.chain_of(s.latest) if s.latest is not None else None
         best = order[0]
         if current is not None:
@@ -116,9 +126,34 @@ class Selector:
                     and rel[best] - rel[stay] < cfg.follow_up_margin)
             if stay != best and (weak or held):
                 order = [stay, *(i for i in order if i != stay)][: len(order)]
-        found = [(tree.chain_at(int(slots[i])), float(rel[i])) for i in order], matches
+        ranked = [(tree.chain_at(int(slots[i])), float(rel[i])) for i in order]
+        if self.thread_policy is not None:
+            ranked = self._by_policy(s, query, qv, ranked)[:limit]
+        found = ranked, matches
         s.thread_memo = (key, s.version, found)
         return found
+
+    def _by_policy(self, s: SessionState, query: str, qv: Vector,
+                   ranked: list[tuple[int, float]]) -> list[tuple[int, float]]:
+        assert self.thread_policy is not None
+        chosen = self.thread_policy.order(SessionView(s), query, qv, list(ranked))
+        if chosen is None:
+            return ranked
+        out = [(int(c), float(r)) for c, r in chosen]
+        unknown = [c for c, _ in out if not s.tree.has_chain(c)]
+        if not out or unknown or len({c for c, _ in out}) != len(out):
+            raise ValueError(
+                f"{type(self.thread_policy).__name__}.order must return distinct chain ids of "
+                f"the session (or None), got {chosen!r}")
+        return out
+
+    def select_in(self, s: SessionState, qv: Vector, thread: int,
+                  clock: Clock) -> list[SelectedTurn]:
+        """The selection inside a given thread, as if the query continued it (no labels or
+        summaries): what T*'s would be were ``thread`` chosen."""
+        matches = s.tree.match(qv, hierarchical=self.settings.use_hierarchy,
+                               clusters=self.settings.use_clustering)
+        return self._select_in_thread(s, qv, thread, matches, clock, describe=False)
 
     def _select_in_thread(
         self, s: SessionState, qv: Vector, thread: int, matches: Sequence[TreeMatch],

@@ -22,6 +22,7 @@ import numpy as np
 
 from dhrag_core import compact
 from dhrag_core.algorithm import scoring
+from dhrag_core.history.policy import NEW_CHAIN, ChainPolicy, SessionView
 from dhrag_core.history.selection import Selector
 from dhrag_core.history.session import SessionState
 from dhrag_core.history.sessions import SessionCache
@@ -82,10 +83,12 @@ def rank_by_weight(
 class UpdateRule:
     """Applies one turn to a session: merge or insert, evict, organise, write."""
 
-    def __init__(self, settings: Settings, sessions: SessionCache, selector: Selector) -> None:
+    def __init__(self, settings: Settings, sessions: SessionCache, selector: Selector,
+                 chain_policy: ChainPolicy | None = None) -> None:
         self.settings = settings
         self.sessions = sessions
         self.selector = selector
+        self.chain_policy = chain_policy
 
     def apply(
         self, session_id: str, s: SessionState, query: str, items: list[Passage], response: str,
@@ -118,7 +121,10 @@ class UpdateRule:
             for tid in [*evicted, *([dup.turn_id] if dup is not None else [])]:
                 s.tree.remove(tid)
             thread = self.selector.continued_thread(s, qv, query)
-            cluster_id, chain_id, moved = s.tree.insert(turn, thread)
+            new_chain = False
+            if self.chain_policy is not None:
+                thread, new_chain = self._by_policy(s, turn, thread)
+            cluster_id, chain_id, moved = s.tree.insert(turn, thread, new_chain=new_chain)
             turn = replace(turn, cluster_id=cluster_id, chain_id=chain_id)
             upsert = [turn] + [replace(s.turns[tid], cluster_id=cid)
                                for tid, cid in moved.items() if tid in s.turns]
@@ -137,6 +143,21 @@ class UpdateRule:
         s.drop(evicted)
         s.put(upsert)
         return AddResult(turn=turn, merged=dup is not None, evicted=tuple(evicted))
+
+    def _by_policy(self, s: SessionState, turn: Turn,
+                   proposed: int | None) -> tuple[int | None, bool]:
+        """(the chain to prefer, whether to start one) as the chain policy decides."""
+        assert self.chain_policy is not None
+        decided = self.chain_policy.link(SessionView(s), turn, proposed)
+        if decided is None:
+            return proposed, False
+        if decided == NEW_CHAIN:
+            return None, True
+        if isinstance(decided, bool) or not isinstance(decided, int) or not s.tree.has_chain(
+                decided):
+            raise ValueError(f"{type(self.chain_policy).__name__}.link must return a chain id "
+                             f"of the session, NEW_CHAIN or None, got {decided!r}")
+        return decided, False
 
     def _near_duplicate(
         self, s: SessionState, slots: np.ndarray, sims: np.ndarray, response: str,

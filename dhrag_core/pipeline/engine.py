@@ -29,6 +29,7 @@ from dhrag_core.algorithm.summaries import Summariser
 from dhrag_core.closing import Closeable
 from dhrag_core.embedding import Embedder, encode_checked
 from dhrag_core.history import AddResult, HistoryDatabase
+from dhrag_core.history.policy import ChainPolicy, ThreadPolicy
 from dhrag_core.knowledge.base import KnowledgeBase
 from dhrag_core.records import ContextItem, Passage, SelectedTurn, Selection, Turn, Vector
 from dhrag_core.settings import Settings
@@ -69,6 +70,8 @@ class DHRAG(Closeable):
             ``Settings.max_pending`` (validated as they are).
         calibration: How vectors are centred before any comparison; default: measured from
             the embedder (``HistoryDatabase``).
+        thread_policy, chain_policy: Replace the engine's thread choice or chain linking
+            (``dhrag_core.history.policy``); given to the ``HistoryDatabase`` it builds.
 
     Example:
         >>> from dhrag_core import DHRAG, FaissKnowledgeBase, HashingEmbedder
@@ -96,16 +99,22 @@ class DHRAG(Closeable):
         vector_cache_size: int | None = None,
         max_pending: int | None = None,
         calibration: Calibration | None = None,
+        thread_policy: ThreadPolicy | None = None,
+        chain_policy: ChainPolicy | None = None,
     ) -> None:
         if not isinstance(knowledge, KnowledgeBase):
             raise TypeError("knowledge must have a search(query, k) method (KnowledgeBase)")
-        if history is not None and calibration is not None:
-            raise ValueError("pass calibration= to the HistoryDatabase given as history=, not here")
+        for name, given in (("calibration", calibration), ("thread_policy", thread_policy),
+                            ("chain_policy", chain_policy)):
+            if history is not None and given is not None:
+                raise ValueError(f"pass {name}= to the HistoryDatabase given as history=, "
+                                 "not here")
         if history is None and embedder is None:
             embedder = _embedder_of(knowledge)
         self.history = history or HistoryDatabase(
             embedder=embedder, store=store, settings=settings, clock=clock,
-            summariser=summariser, calibration=calibration,
+            summariser=summariser, calibration=calibration, thread_policy=thread_policy,
+            chain_policy=chain_policy,
         )
         self.knowledge = knowledge
         self.settings = self.history.settings
@@ -178,11 +187,22 @@ class DHRAG(Closeable):
 
         The selection is kept as the session's pending one until ``record`` stores its turn.
         """
+        return self._keep_pending(self.preview(session_id, query, k))
+
+    def preview(self, session_id: str, query: str, k: int | None = None, *,
+                thread_variants: int | None = None) -> Selection:
+        """``select`` without keeping the selection pending: what the query would get.
+
+        ``thread_variants`` overrides ``Settings.thread_variants`` for this query (1: T*'s
+        query alone), e.g. to compare hedging with T* alone on the same turn.
+        """
         check_session_id(session_id)
         cfg = self.settings
         k = cfg.context_k if k is None else check_k(k)
+        if thread_variants is not None:
+            check_k(thread_variants, "thread_variants")
         timer = StageTimer()
-        qv, threads, expansion = self._match(session_id, query, timer)
+        qv, threads, expansion = self._match(session_id, query, timer, thread_variants)
         history = threads[0]
         with timer("rewrite_s"):
             rewrite = self._rewrite(query, history)
@@ -190,9 +210,20 @@ class DHRAG(Closeable):
             search = self._search_vectors(query, qv, rewrite, threads, expansion)
         with timer("kb_s"):
             kb = self._search_kb(rewrite.text, search)
-        return self._keep_pending(
-            self._integrate(session_id, query, rewrite, qv, search, history, kb, k, timer)
-        )
+        return self._integrate(session_id, query, rewrite, qv, search, history, kb, k, timer)
+
+    def rank(self, words: str, search_vectors: Vector, passages: Sequence[Passage],
+             k: int) -> list[ContextItem]:
+        """Knowledge-base ``passages`` ranked as integration ranks them, without history:
+        each by its best match over the rows of ``search_vectors`` (the embedder's space)
+        plus the lexical term of ``words``. The passages' own vectors are used, or encoded."""
+        k = check_k(k)
+        rows = np.atleast_2d(np.asarray(search_vectors, dtype=np.float32))
+        found = list(passages)
+        vectors = self._passage_vectors(found)
+        found = [p if p.vector is v else replace(p, vector=v)
+                 for p, v in zip(found, vectors, strict=True)]
+        return self._context(words, rows, [], found, vectors, k)
 
     async def aselect(self, session_id: str, query: str, k: int | None = None) -> Selection:
         """``select`` without blocking the event loop.
@@ -222,20 +253,20 @@ class DHRAG(Closeable):
         return self._keep_pending(selection)
 
     def _match(
-        self, session_id: str, query: str, timer: StageTimer
+        self, session_id: str, query: str, timer: StageTimer, variants: int | None = None,
     ) -> tuple[Vector, list[list[SelectedTurn]], float]:
         """The query vector, the selections inside the candidate threads (T*'s first) and the
         weight of the history in the expanded query: ``follow_up_expansion`` for a follow-up
         that names nothing and stays in the latest turn's thread (only the history says what
-        it is about), else ``expansion``."""
+        it is about), else ``expansion``. ``variants``: ``thread_variants`` for this query."""
         cfg = self.settings
         with timer("encode_s"):
             qv = self.history.encode_query(query)  # validates the query first
         follow_up = is_follow_up(query)
         with timer("history_s"):
             threads = self.history.select_threads(
-                session_id, qv, cfg.thread_variants if cfg.use_rewrite else 1,
-                follow_up=follow_up,
+                session_id, qv, (variants or cfg.thread_variants) if cfg.use_rewrite else 1,
+                follow_up=follow_up, query_text=query,
             )
             stays = (follow_up and cfg.use_cues and bool(threads[0])
                      and threads[0][0].chain_id == self.history.latest_thread(session_id))
