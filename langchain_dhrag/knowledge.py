@@ -23,6 +23,7 @@ from langchain_core.vectorstores import VectorStore, VectorStoreRetriever
 
 from dhrag_core import Embedder, FaissKnowledgeBase, KnowledgeBase, Passage
 from dhrag_core.knowledge.base import query_rows
+from dhrag_core.knowledge.path import search_path
 from dhrag_core.validation import SearchPath, check_k, check_search
 from langchain_dhrag._context import child_config
 from langchain_dhrag.documents import document_to_passage
@@ -253,13 +254,11 @@ def knowledge_and_embedder(
     if own_embedder is not None and embedder is None:
         emb = own_embedder
     same = own is not None and (emb is own_embedder or embedder is own)
-    if search != "text" and same and _by_vector(knowledge):
+    path = search_path(search, by_vector=_by_vector(knowledge), same_embedder=same,
+                       needs="a VectorStore (or its similarity/MMR retriever) and its own "
+                             "embeddings (leave embedder unset)")
+    if path == "vector":
         return LangChainVectorKnowledgeBase(knowledge, embedder=emb), emb
-    if search == "vector":
-        raise ValueError(
-            'search="vector" needs a VectorStore (or its similarity/MMR retriever) and its own '
-            "embeddings (leave embedder unset)"
-        )
     return LangChainKnowledgeBase(knowledge, embedder=emb), emb
 
 

@@ -198,7 +198,8 @@ class DHRAGRetriever(EngineCloser, BaseRetriever):
 
         The passages are ``documents`` when given, else those this retriever (or another
         component on the same engine) returned for ``query`` in this session -- the latest
-        retrieval, if it was for this query; else none.
+        retrieval, if it was for this query; else none. (The LlamaIndex ``DHRAGRetriever``
+        is bound to one conversation: ``record(query, answer, nodes=...)``.)
 
         Example:
             ```python

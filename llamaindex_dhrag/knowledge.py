@@ -21,7 +21,8 @@ from llama_index.core.vector_stores.types import VectorStoreQueryMode
 
 from dhrag_core import Embedder, KnowledgeBase, Passage
 from dhrag_core.knowledge.base import query_rows
-from dhrag_core.validation import SearchPath, check_k, check_search
+from dhrag_core.knowledge.path import search_path
+from dhrag_core.validation import SearchPath, check_k
 from llamaindex_dhrag.convert import passage_from_node
 from llamaindex_dhrag.embeddings import DHRAGEmbedding, as_embedder
 
@@ -136,18 +137,15 @@ def knowledge_and_embedder(
     over a vector index, still embedding history with the index's model unless ``embedder``
     is given). ``search="text"`` asks for the text path; ``"vector"`` raises where it is impossible.
     """
-    check_search(search)
     own = retriever._embed_model if isinstance(retriever, VectorIndexRetriever) else None
     if own is not None and embedder is None:
         embedder = own  # the index's model embeds history too: no second model
     inner = own.embedder if isinstance(own, DHRAGEmbedding) else None
     same = own is not None and (embedder is own or (inner is not None and embedder is inner))
     by_vector = isinstance(retriever, VectorIndexRetriever) and dense(retriever)
-    if search != "text" and same and by_vector:
+    path = search_path(search, by_vector=by_vector, same_embedder=same,
+                       needs="a VectorIndexRetriever in the default query mode and the "
+                             "index's own embedding model (leave embedder unset)")
+    if path == "vector":
         return VectorIndexKnowledgeBase(retriever), as_embedder(own)
-    if search == "vector":
-        raise ValueError(
-            'search="vector" needs a VectorIndexRetriever in the default query mode and the '
-            "index's own embedding model (leave embedder unset)"
-        )
     return RetrieverKnowledgeBase(retriever), as_embedder(embedder)

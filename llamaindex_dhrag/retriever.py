@@ -38,9 +38,12 @@ class DHRAGRetriever(EngineCloser, BaseRetriever):
     score and the trace in ``node.metadata["dhrag"]``.
 
     **Recording.** Retrieval stores nothing (a retriever never sees the answer): call
-    ``record(query, response)`` once the answer is known -- it stores the turn with the
+    ``record(query, answer)`` once the answer is known -- it stores the turn with the
     nodes this retrieval returned -- so the next query sees it. ``DHRAGChatEngine`` records
-    by itself.
+    by itself. The LangChain ``DHRAGRetriever`` records the same way,
+    ``record(session_id, query, answer, documents=...)``: it serves many sessions (one per
+    call's config), this one serves the conversation it was made for; ``nodes`` and
+    ``documents`` are each framework's name for the passages shown.
 
     Args:
         rag: The DH-RAG pipeline (``from_defaults`` builds one over another retriever).
@@ -149,19 +152,19 @@ class DHRAGRetriever(EngineCloser, BaseRetriever):
         return None if nodes is None else [passage_from_node(n) for n in nodes]
 
     def record(
-        self, query: str, response: str, *, nodes: Sequence[NodeWithScore] | None = None
+        self, query: str, answer: str, *, nodes: Sequence[NodeWithScore] | None = None
     ) -> AddResult:
-        """Store the turn: ``query``, the passages shown and ``response``.
+        """Store the turn: ``query``, the passages shown and ``answer``.
 
         The passages are ``nodes`` when given (e.g. a query engine's ``source_nodes``), else
         the context of the latest retrieval if it was for the same ``query``.
         """
-        return self._rag.record(self._session_id, query, response,
+        return self._rag.record(self._session_id, query, answer,
                                 passages=self._passages(nodes))
 
     async def arecord(
-        self, query: str, response: str, *, nodes: Sequence[NodeWithScore] | None = None
+        self, query: str, answer: str, *, nodes: Sequence[NodeWithScore] | None = None
     ) -> AddResult:
         """``record`` off the event loop."""
-        return await self._rag.arecord(self._session_id, query, response,
+        return await self._rag.arecord(self._session_id, query, answer,
                                        passages=self._passages(nodes))

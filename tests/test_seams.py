@@ -194,3 +194,20 @@ def test_the_check_finds_what_it_looks_for() -> None:
     assert [v.split(":")[0] for v in violations(source, privates)] == [
         "line 2", "line 3", "line 4"]
     assert np.isfinite(len(privates))
+
+
+def test_one_search_path_rule_for_both_adapters() -> None:
+    from dhrag_core.knowledge import search_path
+
+    assert search_path("auto", by_vector=True, same_embedder=True, needs="x") == "vector"
+    assert search_path("text", by_vector=True, same_embedder=True, needs="x") == "text"
+    for by_vector, same in ((True, False), (False, True), (False, False)):
+        assert search_path("auto", by_vector=by_vector, same_embedder=same, needs="x") == "text"
+        with pytest.raises(ValueError, match='search="vector" needs its own embeddings'):
+            search_path("vector", by_vector=by_vector, same_embedder=same,
+                        needs="its own embeddings")
+    with pytest.raises(ValueError, match="search must be"):
+        search_path("fast", by_vector=True, same_embedder=True, needs="x")  # type: ignore[arg-type]
+    for adapter in ("langchain_dhrag", "llamaindex_dhrag"):
+        source = (REPO / adapter / "knowledge.py").read_text("utf-8")
+        assert "search_path(" in source and 'search != "text"' not in source, adapter

@@ -3,5 +3,6 @@
 
 from dhrag_core.knowledge.base import FaissKnowledgeBase, KnowledgeBase
 from dhrag_core.knowledge.ingest import load_kb, load_passages
+from dhrag_core.knowledge.path import search_path
 
-__all__ = ["FaissKnowledgeBase", "KnowledgeBase", "load_kb", "load_passages"]
+__all__ = ["FaissKnowledgeBase", "KnowledgeBase", "load_kb", "load_passages", "search_path"]
