@@ -537,7 +537,7 @@ def test_scaling_plot_is_written(tmp_path: Path) -> None:
 
 
 def test_history_micro_benchmark_runs_small_with_one_and_two_workers() -> None:
-    from benchmarks.history_micro import run_naive, run_size
+    from benchmarks.perf.history_micro import run_naive, run_size
 
     one = run_size(200, 20)
     two = run_size(200, 20, workers=2)
@@ -558,7 +558,7 @@ def test_history_micro_benchmark_runs_small_with_one_and_two_workers() -> None:
 def test_naive_baseline_evicts_the_lowest_weight_in_place(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    import benchmarks.history_micro as micro
+    import benchmarks.perf.history_micro as micro
 
     seen: list[np.ndarray] = []
     real_unit = micro._unit
@@ -734,7 +734,7 @@ def test_a_lexical_baseline_reranks_its_candidates_with_dhrags_lexical_term(
 
 
 def test_choice_ceiling_logit_learns_the_signal_that_names_the_thread() -> None:
-    from benchmarks.choice_ceiling import Choice, _cross_validated, fit_logit
+    from benchmarks.analyses.choice_ceiling import Choice, _cross_validated, fit_logit
 
     rng = np.random.default_rng(0)
     choices = []
@@ -752,7 +752,7 @@ def test_choice_ceiling_logit_learns_the_signal_that_names_the_thread() -> None:
 
 def test_thread_judge_is_asked_only_where_the_engine_hedges_and_abstains_without_the_thread(
 ) -> None:
-    from benchmarks.thread_judge import judged
+    from benchmarks.analyses.thread_judge import judged
     from dhrag_core import Settings
 
     cfg = Settings().with_(hedge_margin=0.2, thread_variants=3)
@@ -772,7 +772,7 @@ def test_thread_judge_is_asked_only_where_the_engine_hedges_and_abstains_without
 
 
 def test_judge_prompts_show_the_earlier_turns_numbered_and_nothing_later() -> None:
-    from benchmarks.thread_judge import judge_prompts, oracle_judgments
+    from benchmarks.analyses.thread_judge import judge_prompts, oracle_judgments
 
     convs = build_conversations(interleave_benchmark(
         build_conversations(_many_conversations()), threads=3, block=(2, 3), seed=4))
@@ -814,7 +814,7 @@ def test_judge_prompts_show_the_earlier_turns_numbered_and_nothing_later() -> No
 
 
 def test_judgments_file_is_checked_line_by_line(tmp_path: Path) -> None:
-    from benchmarks.thread_judge import load_judgments
+    from benchmarks.analyses.thread_judge import load_judgments
 
     good = tmp_path / "good.jsonl"
     good.write_text('{"id": "s#1", "follows": 1}\n\n{"id": "s#2", "follows": 0}\n')
@@ -835,7 +835,7 @@ def test_judgments_file_is_checked_line_by_line(tmp_path: Path) -> None:
 
 
 def test_a_judged_turn_makes_its_chain_t_star_only_where_the_engine_hedges() -> None:
-    from benchmarks.thread_judge import judged_by_turn
+    from benchmarks.analyses.thread_judge import judged_by_turn
 
     cfg = Settings().with_(hedge_margin=0.2, thread_variants=3)
     found = [(7, 0.6), (3, 0.5), (9, 0.45), (4, 0.1)]
@@ -959,7 +959,7 @@ def test_mpnet_says_how_to_install_it(tmp_path: Path, monkeypatch: pytest.Monkey
 
 
 def test_thread_tracking_summary() -> None:
-    from benchmarks.thread_tracking import TrackedTurn, summarise, topic_of
+    from benchmarks.analyses.thread_tracking import TrackedTurn, summarise, topic_of
 
     t = Task(task_id="s::2", conversation_id="s", turn=2, history=(), question="q",
              relevant=("x",), tags={"topic": "nile+amazon"})
@@ -1045,9 +1045,9 @@ def test_thread_analyses_make_their_part_right_through_the_core_policies() -> No
     and the choice made right, every chain is one thread and T* is always the true one."""
     from types import SimpleNamespace
 
-    from benchmarks.choice_ceiling import _choices, _Words
-    from benchmarks.thread_gap import _replay
-    from benchmarks.thread_judge import _judge
+    from benchmarks.analyses.choice_ceiling import _choices, _Words
+    from benchmarks.analyses.thread_gap import _replay
+    from benchmarks.analyses.thread_judge import _judge
 
     convs = build_conversations(_many_conversations())
     bench = SimpleNamespace(conversations=convs)

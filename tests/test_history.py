@@ -340,7 +340,7 @@ def test_max_sessions_in_memory_is_validated() -> None:
 def test_many_sessions_benchmark_stays_within_the_bound(tmp_path: Path) -> None:
     import json
 
-    from benchmarks.many_sessions import main
+    from benchmarks.perf.many_sessions import main
 
     out = tmp_path / "many.json"
     assert main(["--sessions", "1200", "--turns", "2", "--group", "50", "--bound", "40",

@@ -1,4 +1,4 @@
-"""``benchmarks.load`` at tiny sizes: 1 and 2 worker processes (real MiniLM) on PostgreSQL.
+"""``benchmarks.perf.load`` at tiny sizes: 1 and 2 worker processes (real MiniLM) on PostgreSQL.
 
 The MTRAG benchmark is used where its KB vectors are cached; elsewhere a two-conversation
 benchmark written from ``fixtures/mtrag_two_topics.json``.
@@ -13,7 +13,8 @@ import pytest
 
 from benchmarks.data import KB_FILE, TASKS_FILE, Message, Task, load_kb, write_kb, write_tasks
 from benchmarks.kbcache import cache_file, kb_fingerprint
-from benchmarks.load import (
+from benchmarks.paths import default_cache
+from benchmarks.perf.load import (
     MODEL,
     LoadRow,
     Workload,
@@ -22,7 +23,6 @@ from benchmarks.load import (
     prepare_kb_vectors,
     run_load,
 )
-from benchmarks.paths import default_cache
 from dhrag_core import Passage
 
 pytestmark = pytest.mark.model

@@ -1,4 +1,4 @@
-"""A shortened soak (``benchmarks/soak.py``): memory stays bounded once the session is full.
+"""A shortened soak (``benchmarks/perf/soak.py``): memory stays bounded once the session is full.
 
 Asserts structure, not timings: the session holds exactly ``capacity`` turns after the fill,
 every derived structure (indexes, tree, clusters, chains) tracks only the stored turns, and
@@ -15,7 +15,7 @@ from pathlib import Path
 
 import numpy as np
 
-from benchmarks.soak import PASSAGES_PER_TURN, _Stream
+from benchmarks.perf.soak import PASSAGES_PER_TURN, _Stream
 from dhrag_core import HashingEmbedder, HistoryDatabase, Passage, Settings
 
 REPO = Path(__file__).resolve().parents[2]
@@ -25,7 +25,7 @@ def test_soak_memory_is_bounded(tmp_path: Path) -> None:
     turns, capacity = int(os.environ.get("DHRAG_SOAK_TURNS", "5000")), 200
     out = tmp_path / "soak.json"
     proc = subprocess.run(
-        [sys.executable, "-m", "benchmarks.soak", "--turns", str(turns), "--capacity",
+        [sys.executable, "-m", "benchmarks.perf.soak", "--turns", str(turns), "--capacity",
          str(capacity), "--every", str(turns // 10), "--json", str(out), "--png", ""],
         cwd=REPO, capture_output=True, text=True, timeout=600, check=False,
     )

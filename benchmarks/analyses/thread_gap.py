@@ -1,7 +1,8 @@
 """Where does dhrag lose to the thread oracle on interleaved sessions: the grouping of turns
 into chains, the choice of T*, the hedge over runner-up threads, or what is left?
 
-    python -m benchmarks.thread_gap [--threads 10] [--seeds 0,1,2] [--out results/thread_gap.json]
+    python -m benchmarks.analyses.thread_gap [--threads 10] [--seeds 0,1,2]
+                                             [--out results/thread_gap.json]
 
 An analysis, not a system. The real engine replays the interleaved MTRAG sessions with parts of
 thread tracking made right by reading the data's thread labels, one part at a time: the

@@ -7,7 +7,7 @@ and compares MRR@10 of the candidates re-ranked by ``q^T W d`` against the ident
 held-out folds. The result on MTRAG, and why no fitted W is shipped, is in the README
 (Results: integration).
 
-    python -m benchmarks.fit_integration
+    python -m benchmarks.analyses.fit_integration
 """
 
 from __future__ import annotations

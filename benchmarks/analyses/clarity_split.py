@@ -1,6 +1,6 @@
 """Why the clarity gate: MRR@10 by how clearly the question alone finds a passage.
 
-    python -m benchmarks.clarity_split [--threads 3] [--seeds 0,1,2] [--out FILE]
+    python -m benchmarks.analyses.clarity_split [--threads 3] [--seeds 0,1,2] [--out FILE]
 
 An analysis, not a system. Replays plain MTRAG and its interleaved sessions with the question
 alone (``last-turn``), dhrag and the thread oracle both without the gate

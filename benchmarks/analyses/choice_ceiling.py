@@ -1,6 +1,6 @@
 """How much better could T* be chosen from the signals a bi-encoder gives? A learned ceiling.
 
-    python -m benchmarks.choice_ceiling [--threads 3,10] [--seeds 0,1,2] [--out F.json]
+    python -m benchmarks.analyses.choice_ceiling [--threads 3,10] [--seeds 0,1,2] [--out F.json]
 
 An analysis, not a system. The real engine (defaults) replays the interleaved MTRAG sessions;
 on every evaluated continue and return turn each of the session's chains is described by

@@ -1,8 +1,8 @@
 """Several worker processes over one PostgreSQL history: throughput, tail latency, lost turns.
 
-    python -m benchmarks.load                                # throw-away server, 1 2 4 workers
-    python -m benchmarks.load --workers 1 2 4 8 --sessions 32 --json load.json --plot load.png
-    python -m benchmarks.load --dsn postgresql://user:pw@host/db
+    python -m benchmarks.perf.load                           # throw-away server, 1 2 4 workers
+    python -m benchmarks.perf.load --workers 1 2 4 8 --sessions 32 --json load.json --plot load.png
+    python -m benchmarks.perf.load --dsn postgresql://user:pw@host/db
 
 For each worker count N, N spawned processes each run their own engine (``DHRAG`` with
 MiniLM, FAISS over the MTRAG passages and a ``PostgresStore``; torch and FAISS on one thread

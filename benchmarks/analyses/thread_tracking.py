@@ -1,7 +1,7 @@
 """Does dhrag follow the topic? The earlier turn it ranks first, against the data's topic labels.
 
-    python -m benchmarks.thread_tracking [--scenarios DIR] [--seeds 0,1,2] [--set k=v ...]
-                                         [--out results/thread_tracking.json]
+    python -m benchmarks.analyses.thread_tracking [--scenarios DIR] [--seeds 0,1,2] [--set k=v ...]
+                                                  [--out results/thread_tracking.json]
 
 An analysis, not a system: the real engine replays the hand-written scenarios
 (``benchmarks/scenarios``, topic labels per turn) and the interleaved MTRAG sessions (3 and 10
@@ -46,7 +46,7 @@ from dhrag_core.embedding import Embedder
 
 __all__ = ["TrackedTurn", "main", "summarise", "topic_of", "track"]
 
-SCENARIOS = Path(__file__).resolve().parent / "scenarios"
+SCENARIOS = Path(__file__).resolve().parents[1] / "scenarios"
 
 
 def topic_of(task: Task) -> set[str]:

@@ -9,10 +9,10 @@ process, with MiniLM loaded first (``--embedder numpy``: the torch-free NumPy on
 ``argpartition`` for the top 5, eviction by overwriting a row; no organisation) runs the
 same turns in a process of its own.
 
-    python -m benchmarks.history_micro [--sizes 1000 10000 100000] [--turns 300]
-    python -m benchmarks.history_micro --embedder numpy   # peak RSS without torch
-    python -m benchmarks.history_micro --topics varied    # n / 10 topics: thousands of clusters
-    python -m benchmarks.history_micro --topics varied --sessions 10000  # triples over sessions
+    python -m benchmarks.perf.history_micro [--sizes 1000 10000 100000] [--turns 300]
+    python -m benchmarks.perf.history_micro --embedder numpy  # peak RSS without torch
+    python -m benchmarks.perf.history_micro --topics varied   # n / 10 topics: thousands of clusters
+    python -m benchmarks.perf.history_micro --topics varied --sessions 10000 # triples over sessions
 
 ``--backends memory sqlite postgres`` times the same work on each store (default sizes 1k and
 10k) with the ratio to memory; PostgreSQL uses ``--dsn`` / ``$DHRAG_POSTGRES_DSN``, or else
@@ -127,7 +127,7 @@ def _naive(n: int, turns: int, rng: np.random.Generator, centres: np.ndarray) ->
 def _load_model(embedder: str = "torch") -> float:
     """Load the real MiniLM (what a deployment has in memory) and encode once; RSS MiB after.
     ``embedder``: ``torch`` (``MiniLMEmbedder``) or ``numpy`` (``NumpyMiniLMEmbedder``)."""
-    from benchmarks.numpy_embedder import make_embedder
+    from benchmarks.perf.numpy_embedder import make_embedder
     from benchmarks.runner import current_rss_mib
 
     make_embedder(embedder).encode(["load the model"])
@@ -260,7 +260,7 @@ def _print_backends(rows: list[dict[str, Any]]) -> None:
 
 
 def _child(args: list[str]) -> dict[str, Any]:
-    cmd = [sys.executable, "-m", "benchmarks.history_micro", *args]
+    cmd = [sys.executable, "-m", "benchmarks.perf.history_micro", *args]
     out = subprocess.run(cmd, capture_output=True, text=True, check=True)
     row: dict[str, Any] = json.loads(out.stdout.strip().splitlines()[-1])
     return row

@@ -1,6 +1,6 @@
 """How often can a thread be guessed from content alone, and what do the wrong guesses cost?
 
-    python -m benchmarks.thread_choice [--bench DIR] [--out results/thread_choice.json]
+    python -m benchmarks.analyses.thread_choice [--bench DIR] [--out results/thread_choice.json]
 
 An analysis, not a system: on the interleaved MTRAG sessions (3 and 10 threads, seeds 0-2), the
 earlier turns are grouped by their *true* thread (the data's labels), so only the choice is

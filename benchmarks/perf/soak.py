@@ -7,8 +7,8 @@ for a few turns so chains form), so no embedding time is measured. Current RSS (
 ``/proc/self/statm``, not the peak) and the mean time per turn are recorded every
 ``--every`` turns; a bounded memory shows as a flat RSS once the session is full.
 
-    python -m benchmarks.soak                          # 100,000 turns, capacity 1,000
-    python -m benchmarks.soak --turns 5000 --capacity 200 --json /tmp/s.json --png ''
+    python -m benchmarks.perf.soak                          # 100,000 turns, capacity 1,000
+    python -m benchmarks.perf.soak --turns 5000 --capacity 200 --json /tmp/s.json --png ''
 """
 
 from __future__ import annotations

@@ -1,8 +1,8 @@
 """Would a judge of the thread close the interleaved gap? A simulation with the data's labels.
 
-    python -m benchmarks.thread_judge [--threads 10] [--seeds 0,1,2] [--accuracy 1,0.9,0.8]
-                                      [--candidates 5] [--out results/thread_judge.json]
-                                      [--export PROMPTS.jsonl] [--judgments FILE.jsonl]
+    python -m benchmarks.analyses.thread_judge [--threads 10] [--seeds 0,1,2] [--accuracy 1,0.9,0.8]
+                                               [--candidates 5] [--out results/thread_judge.json]
+                                               [--export PROMPTS.jsonl] [--judgments FILE.jsonl]
 
 An analysis, not a system: what an LLM asked "which of these earlier topics does this question
 continue?" could at best bring, before anyone pays for one. The real engine (defaults) replays
@@ -38,6 +38,7 @@ from typing import Any
 
 import numpy as np
 
+from benchmarks.analyses.thread_gap import _replay, _Truth
 from benchmarks.data import (
     Conversation,
     build_conversations,
@@ -49,7 +50,6 @@ from benchmarks.interleave import interleave_benchmark
 from benchmarks.mtrag_kb import load_with_kb
 from benchmarks.paths import default_cache
 from benchmarks.systems import BenchContext
-from benchmarks.thread_gap import _replay, _Truth
 from dhrag_core import SessionView, Settings
 from dhrag_core.history.selection import hedged_threads
 from dhrag_core.records import Vector

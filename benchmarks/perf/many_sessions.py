@@ -1,7 +1,7 @@
 """Many users through one process: is memory bounded by ``max_sessions_in_memory``?
 
-    python -m benchmarks.many_sessions                      # 100,000 sessions x 5 turns
-    python -m benchmarks.many_sessions --sessions 5000 --json out.json
+    python -m benchmarks.perf.many_sessions                      # 100,000 sessions x 5 turns
+    python -m benchmarks.perf.many_sessions --sessions 5000 --json out.json
 
 Drives distinct session ids through one ``HistoryDatabase`` on a SQLite file, ``--group``
 conversations at a time with their turns interleaved (as a service sees them), each turn a

@@ -1,6 +1,6 @@
 """NumPy MiniLM against the torch one: same vectors?, encode speed, process memory.
 
-    python -m benchmarks.numpy_embedder [--texts 300] [--rounds 3] [--json out.json]
+    python -m benchmarks.perf.numpy_embedder [--texts 300] [--rounds 3] [--json out.json]
 
 Encodes the first ``--texts`` user queries of MTRAG (``tasks.jsonl``) and as many passages
 of its corpus (``corpus_pool.jsonl``) with ``MiniLMEmbedder`` (sentence-transformers, torch)
@@ -121,7 +121,7 @@ def main(argv: list[str] | None = None) -> None:
 
     mem: dict[str, float] = {}
     for kind in KINDS:
-        out = subprocess.run([sys.executable, "-m", "benchmarks.numpy_embedder", "--memory",
+        out = subprocess.run([sys.executable, "-m", "benchmarks.perf.numpy_embedder", "--memory",
                               kind], capture_output=True, text=True, check=True)
         got = json.loads(out.stdout.strip().splitlines()[-1])
         mem.update({f"{k}_{kind}": v for k, v in got.items()})
