@@ -47,3 +47,16 @@ def test_the_docs_index_names_every_file_in_docs() -> None:
     files = [str(p.relative_to(docs)) for p in docs.rglob("*") if p.is_file()]
     missing = [f for f in files if f != "README.md" and f"({f})" not in index]
     assert not missing, f"docs/README.md does not name {missing}"
+
+
+def test_every_relative_link_in_the_pages_resolves() -> None:
+    import re
+
+    pages = [REPO_ROOT / "README.md", REPO_ROOT / "CHANGELOG.md",
+             *sorted((REPO_ROOT / "docs").rglob("*.md")),
+             *sorted((REPO_ROOT / "benchmarks").rglob("*.md"))]
+    broken = [f"{page.relative_to(REPO_ROOT)}: {m.group(1)}" for page in pages
+              for m in re.finditer(r"\]\(([^)\s#]+)(?:#[^)]*)?\)", page.read_text("utf-8"))
+              if not m.group(1).startswith(("http:", "https:", "mailto:"))
+              and not (page.parent / m.group(1)).exists()]
+    assert not broken, broken
