@@ -99,8 +99,9 @@ class Selector:
         however alike its wording is to an older question's. A ``thread_policy`` then sees
         this ranking of every thread (and ``query``) and may replace it.
         """
-        key = (qv.tobytes() + (b"f" if follow_up else b"") + str(limit).encode() + b"\0"
-               + query.encode("utf-8", "replace"))
+        key = qv.tobytes() + (b"f" if follow_up else b"") + str(limit).encode()
+        if self.thread_policy is not None:  # its choice may read the words; else the vector
+            key += b"\0" + query.encode("utf-8", "replace")  # decides: select's ranking serves add
         memo = s.thread_memo
         if memo is not None and memo[0] == key and memo[1] == s.version:
             return memo[2]
