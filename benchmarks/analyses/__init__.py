@@ -19,4 +19,7 @@ checks). Their runs and findings are in docs/interleaved_analysis.md and docs/mt
   gate; ``python -m benchmarks.analyses.clarity_split [--threads 3]``).
 - ``fit_integration``: whether a fitted integration matrix W beats the identity, cross-validated
   (``python -m benchmarks.analyses.fit_integration``).
+- ``topic_vector_candidates``: a plug-in registering the topic-vector candidates of the
+  embedder issue as systems (``python -m benchmarks run --import
+  benchmarks.analyses.topic_vector_candidates --systems 'dhrag,dhrag-cand*' ...``).
 """
