@@ -150,6 +150,20 @@ def headline() -> str:
     return _table([(title, _load(report)) for title, report, _ in CONFIGS])
 
 
+TUNE = DOCS / "results" / "tune_half"
+TUNE_RUNS = (("plain", TUNE / "benchmark_tune.json"),
+             ("3 threads", TUNE / "benchmark_interleaved_3_tune.json"),
+             ("10 threads", TUNE / "benchmark_interleaved_10_tune.json"),
+             ("5 threads, blocks of 5-8 turns",
+              TUNE / "blocks_5_8" / "benchmark_interleaved_5_tune.json"))
+"""The same runs on the tuning half (the conversations the defaults were checked on)."""
+
+
+def tune_half() -> str:
+    """dhrag against the baselines on the tuning half, beside the report half's table."""
+    return _table([(title, _load(path)) for title, path in TUNE_RUNS])
+
+
 def whole_set() -> str:
     """The same on every conversation (the half defaults were chosen on included)."""
     return _table([(title, _load(whole)) for title, _, whole in CONFIGS if whole is not None])
@@ -188,6 +202,85 @@ def history_varied() -> str:
     return "\n".join(lines)
 
 
+REWRITERS = DOCS / "results" / "rewriters" / "rewriters_canard.json"
+REWRITER_ROWS = (("raw question", "question (raw)"),
+                 ("former appender (`LightRewriter(mode=\"append\")`)", "append (former light)"),
+                 ("**light** (`LightRewriter()`, as the engine runs it)", "light"),
+                 ("LLM (`LLMRewriter`)", "llm"))
+
+
+def rewriters() -> str:
+    """The rewriters on CANARD dev against the human rewrites (``benchmarks.rewriters``)."""
+    run = _load(REWRITERS)["results"]
+    lines = ["| rewriter | BLEU-4 | ROUGE-L F1 | added P | added R | added F1 | changed "
+             "| queries/s |", "|---|---|---|---|---|---|---|---|"]
+    depth: list[str] = []
+    for label, key in REWRITER_ROWS:
+        r = run.get(key)
+        if r is None or r.get("skipped"):
+            lines.append(f"| {label} | skipped: no endpoint configured here | | | | | | |")
+            continue
+        raw = key == "question (raw)"
+        lines.append(
+            f"| {label} | {r['bleu4']:.1f} | {_f3(r['rougel_f1'])} | "
+            f"{'-' if raw else _f3(r['added_precision'])} | "
+            f"{0 if raw else _f3(r['added_recall'])} | {0 if raw else _f3(r['added_f1'])} | "
+            f"{r['changed']:.0%} | {'-' if raw else format(round(r['queries_per_s']), ',')} |")
+        if not depth:
+            depth = ["| ROUGE-L F1 by earlier question/answer turns | " + " | ".join(
+                f"{d} ({n:,})" for d, n in r["depth_n"].items()) + " |",
+                "|---" * (len(r["depth_n"]) + 1) + "|"]
+        depth.append(f"| {label.split(' (')[0].strip('*')} | " + " | ".join(
+            _f3(v) for v in r["rougel_by_depth"].values()) + " |")
+    return "\n".join([*lines, "", *depth])
+
+
+def _f3(x: float) -> str:
+    return f"{x:.3f}".lstrip("0") if 0 <= x < 1 else f"{x:.3f}"
+
+
+BACKENDS = (DOCS / "results" / "backends" / "one_worker.json",
+            DOCS / "results" / "backends" / "two_workers.json")
+BACKEND_NAMES = {"memory": "memory", "sqlite": "SQLite", "postgres": "PostgreSQL"}
+
+
+def backends() -> str:
+    """Turn latency per history store, one worker and two alternating
+    (``benchmarks.perf.history_micro --backends ...``)."""
+    one, two = (json.loads(p.read_text(encoding="utf-8")) for p in BACKENDS)
+    key = ("triples", "backend")
+    two_by = {tuple(r[k] for k in key): r for r in two}
+    lines = ["| stored triples | backend | 1 worker: turn p50 / p95 ms | 2 alternating workers: "
+             "turn p50 / p95 ms | a full reload (s) |", "|---|---|---|---|---|"]
+    for r in one:
+        t = two_by.get(tuple(r[k] for k in key))
+        pair = f"{t['turn_p50_ms']:.2f} / {t['turn_p95_ms']:.2f}" if t else "-"
+        lines.append(f"| {r['triples']:,} | {BACKEND_NAMES.get(r['backend'], r['backend'])} | "
+                     f"{r['turn_p50_ms']:.2f} / {r['turn_p95_ms']:.2f} | {pair} | "
+                     f"{r['load_s']:.2f} |")
+    return "\n".join(lines)
+
+
+CRASH = DOCS / "results" / "crash"
+
+
+def crash() -> str:
+    """The long SIGKILL runs of ``tests/reliability/test_rel_crash.py`` (``DHRAG_CRASH_REPORT``)."""
+    kill = json.loads((CRASH / "sigkill.json").read_text(encoding="utf-8"))
+    evict = json.loads((CRASH / "sigkill_during_evictions.json").read_text(encoding="utf-8"))
+    return "\n".join([
+        "| run | kills | turns | found after every kill |", "|---|---|---|---|",
+        f"| SIGKILL a writer at random moments, one SQLite file | {kill['kills']} | "
+        f"{kill['committed_turns']:,} committed | every reopen and `integrity_check` ok, "
+        f"{kill['committed_turns_lost']} committed turns lost, in-flight turns absent or "
+        f"complete ({kill['in_flight_found_complete']} found complete) |",
+        f"| SIGKILL during evictions (capacity {evict['capacity']}) | {evict['kills']} | "
+        f"{evict['turns_written']:,} written, {evict['kills_among_evicting_writes']} kills "
+        "inside evicting writes | exactly min(capacity, written) complete turns, the newest "
+        "committed one kept, `integrity_check` ok, a reopened tree matches the rows |",
+    ])
+
+
 def settings() -> str:
     """Every ``Settings`` field by group, with its default, valid values and description
     (rendered from the declarations, not from a run)."""
@@ -207,7 +300,9 @@ def settings() -> str:
 TABLES: dict[str, Callable[[], str]] = {"headline": headline, "whole_set": whole_set,
                                         "top_passage_answers": top_passage_answers,
                                         "history_varied": history_varied,
-                                        "frameworks": frameworks, "settings": settings}
+                                        "frameworks": frameworks, "settings": settings,
+                                        "rewriters": rewriters, "backends": backends,
+                                        "crash": crash, "tune_half": tune_half}
 
 
 def _block(name: str) -> re.Pattern[str]:

@@ -9,10 +9,16 @@ missing (if stored, it is complete).
 
 Also: a damaged file (truncated, overwritten header) and a damaged turn row are reported as
 ``CorruptStoreError`` naming the file / session / turn, never used silently.
+
+``DHRAG_CRASH_REPORT=DIR`` writes each crash run's figures to ``DIR/<test>.json`` (the runs
+quoted in docs/reliability.md: ``DHRAG_CRASH_KILLS=200 DHRAG_CRASH_EVICT_KILLS=200
+DHRAG_CRASH_REPORT=docs/results/crash python -m pytest -q tests/reliability/test_rel_crash.py
+-k "sigkill"``).
 """
 
 from __future__ import annotations
 
+import json
 import os
 import random
 import signal
@@ -115,6 +121,9 @@ def test_sigkill_never_loses_a_committed_turn(tmp_path: Path) -> None:
     assert total_committed > kills, "the writer hardly wrote; the kills tested nothing"
     print(f"{kills} kills, {total_committed} turns committed, "
           f"{mid_flight_stored} in-flight turns found complete")
+    _report("sigkill", {"kills": kills, "committed_turns": total_committed,
+                        "committed_turns_lost": 0, "in_flight_found_complete": mid_flight_stored,
+                        "integrity_check": "ok after every kill"})
 
 
 def test_sigkill_during_evictions_keeps_the_store_consistent(tmp_path: Path) -> None:
@@ -178,6 +187,20 @@ def test_sigkill_during_evictions_keeps_the_store_consistent(tmp_path: Path) -> 
     assert evicted_under_fire > kills // 2, "too few kills came after evictions began"
     print(f"{kills} kills at capacity {capacity}, {next_n} turns written, "
           f"{evicted_under_fire} kills among evicting writes")
+    _report("sigkill_during_evictions", {
+        "kills": kills, "capacity": capacity, "turns_written": next_n,
+        "kills_among_evicting_writes": evicted_under_fire,
+        "integrity_check": "ok after every kill"})
+
+
+def _report(name: str, figures: dict[str, object]) -> None:
+    """Write a run's figures where ``DHRAG_CRASH_REPORT`` says (reached only if it passed)."""
+    folder = os.environ.get("DHRAG_CRASH_REPORT")
+    if folder:
+        Path(folder).mkdir(parents=True, exist_ok=True)
+        out = {"seed": int(os.environ.get("DHRAG_CRASH_SEED", "11")), **figures}
+        (Path(folder) / f"{name}.json").write_text(json.dumps(out, indent=1) + "\n",
+                                                   encoding="utf-8")
 
 
 # -- damaged files -------------------------------------------------------------------------
