@@ -362,7 +362,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         print("\nllm: skipped (set OPENAI_BASE_URL and DHRAG_MODEL to score LLMRewriter)")
     args.out.mkdir(parents=True, exist_ok=True)
     path = args.out / "rewriters_canard.json"
-    meta = {"data": str(args.data), "questions": len(examples),
+    meta = {"data": os.path.relpath(args.data.resolve(), REPO_ROOT), "questions": len(examples),
             "date": datetime.now(timezone.utc).isoformat(timespec="seconds"),
             "python": platform.python_version(), "cpus": os.cpu_count(),
             "half_life_turns": Settings().half_life_turns,
