@@ -221,6 +221,10 @@ class SessionTree:
         """Whether a chain of that id holds turns."""
         return chain_id in self.chains.chains
 
+    def chain_ids(self) -> list[int]:
+        """Ids of the chains that hold turns."""
+        return list(self.chains.chains)
+
     def chain_members(self, chain_id: int) -> list[str]:
         """Every member of a chain, oldest first (empty when there is no such chain)."""
         chain = self.chains.chains.get(chain_id)

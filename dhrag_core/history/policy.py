@@ -51,14 +51,14 @@ class SessionView:
         return self._s.tree.chain_of(turn_id)
 
     def chain_members(self, chain_id: int) -> list[str]:
-        """The turn ids of a chain, oldest first."""
-        return [t for t in self.turn_ids if self._s.tree.chain_of(t) == chain_id]
+        """The turn ids of a chain, oldest first (empty for an unknown id)."""
+        return self._s.tree.chain_members(chain_id)
 
     @property
     def chains(self) -> list[int]:
         """Chain ids, in the order their first stored turn came."""
-        return list(dict.fromkeys(c for t in self.turn_ids
-                                  if (c := self._s.tree.chain_of(t)) is not None))
+        tree, turns = self._s.tree, self._s.turns
+        return sorted(tree.chain_ids(), key=lambda c: turns[tree.chain_members(c)[0]].index)
 
     @property
     def latest(self) -> str | None:
