@@ -281,6 +281,21 @@ def crash() -> str:
     ])
 
 
+ADAPTERS = DOCS / "results" / "adapters" / "benchmark.json"
+ADAPTER_ROWS = (("the question alone", "last-turn"),
+                ("LangChain, vector store searched by vector (`lc-vector`)", "lc-vector"),
+                ("LangChain, retriever searched by text (`lc-text`)", "lc-text"),
+                ("LlamaIndex, vector index searched by vector (`li-vector`)", "li-vector"),
+                ("LlamaIndex, retriever searched by text (`li-text`)", "li-text"),
+                ("**the core** (`DHRAG` over FAISS)", "dhrag"))
+
+
+def adapters() -> str:
+    """The core against the same engine through each adapter's vector and text paths
+    (``--import benchmarks.adapter_systems``)."""
+    return _table([("plain MTRAG", _load(ADAPTERS))], ADAPTER_ROWS, returns=False)
+
+
 def settings() -> str:
     """Every ``Settings`` field by group, with its default, valid values and description
     (rendered from the declarations, not from a run)."""
@@ -302,7 +317,8 @@ TABLES: dict[str, Callable[[], str]] = {"headline": headline, "whole_set": whole
                                         "history_varied": history_varied,
                                         "frameworks": frameworks, "settings": settings,
                                         "rewriters": rewriters, "backends": backends,
-                                        "crash": crash, "tune_half": tune_half}
+                                        "crash": crash, "tune_half": tune_half,
+                                        "adapters": adapters}
 
 
 def _block(name: str) -> re.Pattern[str]:
