@@ -269,7 +269,7 @@ class HistoryDatabase(Closeable):
         check_k(n, "n")
         if follow_up is None:
             follow_up = isinstance(query, str) and is_follow_up(query)
-        text = query if isinstance(query, str) else (query_text or "")
+        text = _text_of(query, query_text)
         qv = self._query_vector(query)
         s = self._session(session_id)
         with s.lock:
@@ -286,7 +286,7 @@ class HistoryDatabase(Closeable):
         check_session_id(session_id)
         if limit is not None:
             check_k(limit, "limit")
-        text = query if isinstance(query, str) else (query_text or "")
+        text = _text_of(query, query_text)
         qv = self._query_vector(query)
         s = self._session(session_id)
         with s.lock:
@@ -374,3 +374,7 @@ class HistoryDatabase(Closeable):
         at interpreter exit). Also on leaving a ``with`` block."""
         self.store.close()
 
+
+def _text_of(query: str | Vector, query_text: str | None) -> str:
+    """The question's words: ``query`` itself, or ``query_text`` when ``query`` is a vector."""
+    return query if isinstance(query, str) else (query_text or "")

@@ -219,10 +219,7 @@ class DHRAG(Closeable):
         plus the lexical term of ``words``. The passages' own vectors are used, or encoded."""
         k = check_k(k)
         rows = np.atleast_2d(np.asarray(search_vectors, dtype=np.float32))
-        found = list(passages)
-        vectors = self._passage_vectors(found)
-        found = [p if p.vector is v else replace(p, vector=v)
-                 for p, v in zip(found, vectors, strict=True)]
+        found, vectors = self._with_vectors(passages)
         return self._context(words, rows, [], found, vectors, k)
 
     async def aselect(self, session_id: str, query: str, k: int | None = None) -> Selection:
@@ -348,10 +345,8 @@ class DHRAG(Closeable):
         history: Sequence[SelectedTurn], kb: Sequence[Passage], k: int, timer: StageTimer,
     ) -> Selection:
         with timer("encode_s"):
-            vectors = self._passage_vectors(kb)
+            kb, vectors = self._with_vectors(kb)
         with timer("integrate_s"):
-            kb = [p if p.vector is v else replace(p, vector=v)
-                  for p, v in zip(kb, vectors, strict=True)]
             threshold = self.settings.clarity_threshold
             clarity = self._clarity(qv, vectors)
             gated = clarity is not None and threshold is not None and clarity >= threshold
@@ -407,6 +402,12 @@ class DHRAG(Closeable):
             weighted=cfg.use_integration, lexical=lexical,
             unrelated=calibration.unrelated,
         )
+
+    def _with_vectors(self, passages: Sequence[Passage]) -> tuple[list[Passage], list[Vector]]:
+        """The passages, each carrying its vector (``_passage_vectors``), and those vectors."""
+        vectors = self._passage_vectors(passages)
+        return [p if p.vector is v else replace(p, vector=v)
+                for p, v in zip(passages, vectors, strict=True)], vectors
 
     def _passage_vectors(self, passages: Sequence[Passage]) -> list[Vector]:
         """Vectors of passages from the knowledge base: their own, a cached one, or encoded.
