@@ -9,8 +9,6 @@ Example:
 from __future__ import annotations
 
 import logging
-import os
-import resource
 import time
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
@@ -27,6 +25,7 @@ from benchmarks.interleave import interleave_benchmark
 from benchmarks.kbcache import kb_vectors
 from benchmarks.metrics import TaskScore
 from benchmarks.replay import TurnRun, history_coverage, replay, score_runs
+from benchmarks.rss import current_rss_mib, peak_rss_mib
 from benchmarks.systems import REGISTRY, BenchContext, build_systems, resolve_names
 from dhrag_core import Embedder, FaissKnowledgeBase
 
@@ -210,20 +209,6 @@ def _run_system(name: str, ctx: BenchContext, bench: Benchmark, config: RunConfi
                      coverage=history_coverage(runs, bench.tasks),
                      rss_growth_mib=growth, peak_rss_mib=peak_rss_mib(),
                      comparisons=getattr(system, "comparisons", None))
-
-
-def current_rss_mib() -> float | None:
-    """Resident memory of this process now (Linux ``/proc``), or None elsewhere."""
-    try:
-        pages = int(Path("/proc/self/statm").read_text().split()[1])
-    except (OSError, IndexError, ValueError):
-        return None
-    return pages * os.sysconf("SC_PAGE_SIZE") / 2**20
-
-
-def peak_rss_mib() -> float:
-    """Peak resident memory of this process so far."""
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 
 
 @contextmanager

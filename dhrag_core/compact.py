@@ -14,6 +14,7 @@ inner-product scanner over the codes, then times each row's scale.
 from __future__ import annotations
 
 import threading
+from typing import Any
 
 import faiss
 import numpy as np
@@ -31,6 +32,10 @@ _TOP = _TABLE[254]
 _lock = threading.Lock()
 _quantizers: dict[int, faiss.ScalarQuantizer] = {}
 _ids = np.zeros(0, dtype=np.int64)
+_idle_scanners: dict[int, list[object]] = {}
+"""Scanners not in use, by dimension. FAISS's Python binding cannot free a scanner (it has no
+destructor to call), so each one made is kept and reused: a call takes one, and gives it back
+when done; there are never more than the calls that ran at once."""
 
 
 def _quantizer(d: int) -> faiss.ScalarQuantizer:
@@ -151,9 +156,21 @@ def inner_products(codes: Codes, scales: np.ndarray, query: np.ndarray) -> np.nd
     if n == 0:
         return np.empty(0, dtype=np.float32)
     codes = np.ascontiguousarray(codes, dtype=np.uint8)
-    # a fresh scanner per call: it holds the query, so two threads must never share one
-    scanner = _quantizer(d).select_InvertedListScanner(  # type: ignore[attr-defined]
-        faiss.METRIC_INNER_PRODUCT, None, False, None, False)
+    # a scanner holds the query: each call has one of its own, taken from the idle ones
+    with _lock:
+        idle = _idle_scanners.setdefault(d, [])
+        scanner: Any = idle.pop() if idle else None
+    if scanner is None:
+        scanner = _quantizer(d).select_InvertedListScanner(  # type: ignore[attr-defined]
+            faiss.METRIC_INNER_PRODUCT, None, False, None, False)
+    try:
+        return _scan(scanner, codes, scales, q, n)
+    finally:
+        with _lock:
+            _idle_scanners[d].append(scanner)
+
+
+def _scan(scanner: Any, codes: Codes, scales: np.ndarray, q: np.ndarray, n: int) -> np.ndarray:
     scanner.set_query(faiss.swig_ptr(q))
     scanner.set_list(0, 0)
     # a range scan with no floor keeps every row, in row order, in a growing buffer: a

@@ -20,7 +20,7 @@ import numpy as np
 from dhrag_core import compact
 from dhrag_core.records import Floats, Vector
 
-__all__ = ["RowBuffer", "VectorIndex", "inner_products"]
+__all__ = ["RowBuffer", "SumIndex", "VectorIndex", "inner_products"]
 
 K = TypeVar("K", bound=Hashable)
 
@@ -218,6 +218,74 @@ class VectorIndex(Generic[K]):
             return self._all, sims
         slots = np.flatnonzero(self._live[:n])
         return slots, sims[slots]
+
+
+class SumIndex(VectorIndex[K]):
+    """Running sums of vectors by key, searched by cosine: the one copy of each cluster's or
+    chain's vector sum, whose direction is its centroid.
+
+    Rows hold the sums (float32) and a norm each; ``add_to`` adds a vector to a key's sum in
+    O(d) (a new key starts at zero), and ``search`` / ``similarities`` give each sum's cosine
+    with the query (0 for a zero sum), as the normalised centroid's inner product would.
+    """
+
+    def __init__(self, dimension: int) -> None:
+        super().__init__(dimension)
+        self._norms = np.zeros(0, dtype=np.float32)
+
+    def reserve(self, rows: int) -> None:
+        super().reserve(rows)
+        if self._norms.size < self._rows.shape[0]:
+            norms = np.zeros(self._rows.shape[0], dtype=np.float32)
+            norms[: self._norms.size] = self._norms
+            self._norms = norms
+
+    def _put(self, keys: list[K], v: np.ndarray, scales: np.ndarray | None) -> None:
+        super()._put(keys, v, scales)
+        self.reserve(self._rows.shape[0])
+        for key in keys:
+            slot = self._slot[key]
+            self._norms[slot] = np.linalg.norm(self._rows[slot])
+
+    def remove(self, keys: list[K]) -> None:
+        slots = [self._slot[k] for k in keys if k in self._slot]
+        super().remove(keys)
+        self._norms[slots] = 0.0
+
+    def add_to(self, key: K, vector: Floats) -> None:
+        """Add ``vector`` to the sum of ``key`` (a new key's sum starts at zero)."""
+        slot = self._slot.get(key)
+        if slot is None:
+            self.add([key], vector)
+            return
+        v = self._check(vector)[0]
+        self._rows[slot] += v
+        self._norms[slot] = np.linalg.norm(self._rows[slot])
+
+    def total(self, key: K) -> Vector:
+        """The sum of ``key`` (a copy; zeros for a key never added to)."""
+        slot = self._slot.get(key)
+        if slot is None:
+            return np.zeros(self.dimension, dtype=np.float32)
+        out: Vector = self._rows[slot].copy()
+        return out
+
+    def norm(self, key: K) -> float:
+        """The length of the sum of ``key`` (0 for a key never added to)."""
+        slot = self._slot.get(key)
+        return 0.0 if slot is None else float(self._norms[slot])
+
+    def centroid(self, key: K) -> Vector:
+        """The sum's direction (unit length; zeros for a zero sum)."""
+        total, n = self.total(key), self.norm(key)
+        out: Vector = (total / n).astype(np.float32) if n > 0 else total
+        return out
+
+    def _products(self, query: Vector) -> np.ndarray:
+        sims = super()._products(query)
+        norms = self._norms[: sims.size]
+        out: np.ndarray = np.divide(sims, norms, out=np.zeros_like(sims), where=norms > 0)
+        return out
 
 
 class RowBuffer:

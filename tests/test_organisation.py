@@ -7,9 +7,17 @@ import heapq
 import numpy as np
 import pytest
 
-from dhrag_core import FunctionEmbedder, HashingEmbedder, HistoryDatabase, Passage, Settings, Turn
+from dhrag_core import (
+    FunctionEmbedder,
+    HashingEmbedder,
+    HistoryDatabase,
+    Passage,
+    Settings,
+    Turn,
+    compact,
+)
 from dhrag_core.algorithm.chains import ChainTracker, chain_length_stats
-from dhrag_core.algorithm.clustering import TopicClusters, keyword_labels
+from dhrag_core.algorithm.clustering import TopicClusters, average_linkage, keyword_labels
 from dhrag_core.algorithm.hierarchy import SessionTree
 from dhrag_core.algorithm.members import OrderedMembers
 from dhrag_core.embedding import l2_normalise
@@ -57,6 +65,62 @@ def test_degraded_cluster_is_split_locally_not_refit() -> None:
     groups = {tc.of[f"t{i}"] for i in range(0, 12, 2)}
     assert len(groups) == 1, "members of one direction stay together after the split"
     assert all(c.quality >= 0.9 for c in tc.clusters.values())
+
+
+def _same_partition(a: np.ndarray, b: np.ndarray) -> bool:
+    pairs = set(zip(a.tolist(), b.tolist(), strict=True))
+    return len(pairs) == len(set(a.tolist())) == len(set(b.tolist()))
+
+
+def test_average_linkage_gives_scikit_learns_partition() -> None:
+    from sklearn.cluster import AgglomerativeClustering
+
+    rng = np.random.default_rng(3)
+    splits = 0
+    for _ in range(60):
+        n, d, k = int(rng.integers(2, 80)), int(rng.integers(3, 40)), int(rng.integers(1, 6))
+        centres = rng.standard_normal((k, d))
+        x = centres[rng.integers(0, k, n)] + rng.uniform(0.1, 1.5) * rng.standard_normal((n, d))
+        threshold = float(rng.uniform(0.05, 0.9))
+        ours = average_linkage(x, threshold)
+        theirs = AgglomerativeClustering(
+            n_clusters=None, metric="cosine", linkage="average", distance_threshold=threshold,
+        ).fit_predict(x)
+        assert _same_partition(ours, theirs)
+        first = [int(np.flatnonzero(ours == lab)[0]) for lab in range(ours.max() + 1)]
+        assert first == sorted(first), "labels number the clusters by their first row"
+        splits += 1 < len(set(ours.tolist())) < n
+    assert splits > 20, "the cases must include partitions that are neither one nor all"
+
+
+def test_average_linkage_merges_only_below_the_threshold() -> None:
+    x = np.array([[1.0, 0.0], [0.99, 0.14], [0.0, 1.0], [0.1, 0.995], [-1.0, 0.0]])
+    assert average_linkage(x, 0.05).tolist() == [0, 0, 1, 1, 2]
+    assert average_linkage(x, 2.0).tolist() == [0, 0, 0, 0, 0]
+    assert average_linkage(x, 0.0).tolist() == [0, 1, 2, 3, 4]
+    assert average_linkage(x[:1], 0.5).tolist() == [0]
+
+
+def test_a_split_does_not_import_scikit_learn() -> None:
+    """Splitting a cluster must not load scikit-learn (about 90 MiB of a worker's memory)."""
+    import subprocess
+    import sys
+
+    code = (
+        "import sys, numpy as np\n"
+        "from dhrag_core.algorithm.clustering import TopicClusters\n"
+        "tc = TopicClusters(8, threshold=0.3, min_quality=0.95, merge_every=10_000)\n"
+        "a, b = np.eye(8)[0], 0.6 * np.eye(8)[0] + 0.8 * np.eye(8)[1]\n"
+        "seen = {}\n"
+        "for i in range(12):\n"
+        "    v = (a if i % 2 == 0 else b).astype(np.float32)\n"
+        "    tc.assign(f't{i}', v, seen); seen[f't{i}'] = v\n"
+        "assert len(tc) >= 2, 'no split happened'\n"
+        "print('sklearn' in sys.modules)\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         check=True)
+    assert out.stdout.strip() == "False"
 
 
 def test_close_clusters_merge_periodically() -> None:
@@ -362,7 +426,8 @@ def test_tree_switches_change_what_matching_compares(switch: str, chains: bool,
 
 def test_chain_removal_keeps_turn_order_and_the_latest_turn() -> None:
     tracker = ChainTracker(DIM, threshold=0.5)
-    vectors = {f"t{i}": unit(1, 0.05 * i) for i in range(5)}
+    # rounded as the tree's topic vectors are: the latest-turn index keeps them exactly
+    vectors = {f"t{i}": compact.rounded(unit(1, 0.05 * i)) for i in range(5)}
     for i, (tid, v) in enumerate(vectors.items()):
         tracker.link(tid, v, i)
     chain = tracker.chains[tracker.of["t0"]]
@@ -372,7 +437,8 @@ def test_chain_removal_keeps_turn_order_and_the_latest_turn() -> None:
     tracker.remove("t4", vectors["t4"], vectors)  # the latest: the one before takes over
     assert chain.last_index == 3
     best = tracker.best_link(vectors["t3"])  # its latest vector is t3's now
-    assert best is not None and best[1] == pytest.approx(1.0, abs=1e-6)
+    t3 = vectors["t3"]
+    assert best is not None and best[1] == pytest.approx(float(t3 @ t3), abs=1e-6)
     tracker.restore("t2", vectors["t2"], 2, chain.id)  # an older turn slots in by index
     assert chain.members == ["t0", "t1", "t2", "t3"] and chain.indexes == [0, 1, 2, 3]
     for tid in ("t0", "t1", "t2", "t3"):
@@ -504,6 +570,40 @@ def test_vector_index_matches_a_brute_force_scan_through_growth_reuse_and_reserv
         assert got[k] == pytest.approx(float(v @ q), abs=1e-4)
     best = max(truth, key=lambda k: float(truth[k] @ q))
     assert index.search(q, 1)[0][0] == best
+
+
+def test_sum_index_keeps_running_sums_searched_by_cosine() -> None:
+    from dhrag_core.index import SumIndex
+
+    rng = np.random.default_rng(4)
+    index: SumIndex[int] = SumIndex(16)
+    truth: dict[int, np.ndarray] = {}
+    for _ in range(400):
+        key = int(rng.integers(0, 40))
+        v = rng.standard_normal(16).astype(np.float32)
+        if key in truth and rng.random() < 0.3:
+            index.add_to(key, -truth[key] / 2)  # a member leaves: its vector is subtracted
+            truth[key] = truth[key] - truth[key] / 2
+        else:
+            index.add_to(key, v)
+            truth[key] = truth.get(key, np.zeros(16, np.float32)) + v
+        if rng.random() < 0.05:
+            gone = next(iter(truth))
+            index.remove([gone])
+            del truth[gone]
+    assert len(index) == len(truth) and index.n_slots <= 40
+    q = rng.standard_normal(16).astype(np.float32)
+    slots, sims = index.similarities(q)
+    got = {index.key_at(int(s)): float(v) for s, v in zip(slots, sims, strict=True)}
+    assert got.keys() == truth.keys()
+    for k, t in truth.items():
+        np.testing.assert_allclose(index.total(k), t, atol=1e-4)
+        assert index.norm(k) == pytest.approx(float(np.linalg.norm(t)), rel=1e-5)
+        assert got[k] == pytest.approx(float(t @ q) / float(np.linalg.norm(t)), abs=1e-5)
+        np.testing.assert_allclose(index.centroid(k), t / np.linalg.norm(t), atol=1e-5)
+    best = max(truth, key=lambda k: float(truth[k] @ q) / float(np.linalg.norm(truth[k])))
+    assert index.search(q, 1)[0][0] == best
+    assert index.norm(10_000) == 0.0 and not index.total(10_000).any()
 
 
 def test_ordered_members_keep_turn_order_sum_and_rows_in_step() -> None:

@@ -25,7 +25,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import resource
 import subprocess
 import sys
 import time
@@ -33,6 +32,8 @@ import uuid
 from typing import Any
 
 import numpy as np
+
+from benchmarks.rss import peak_rss_mib
 
 DIM = 384
 PASSAGES_PER_TURN = 3
@@ -128,7 +129,7 @@ def _load_model(embedder: str = "torch") -> float:
     """Load the real MiniLM (what a deployment has in memory) and encode once; RSS MiB after.
     ``embedder``: ``torch`` (``MiniLMEmbedder``) or ``numpy`` (``NumpyMiniLMEmbedder``)."""
     from benchmarks.perf.numpy_embedder import make_embedder
-    from benchmarks.runner import current_rss_mib
+    from benchmarks.rss import current_rss_mib
 
     make_embedder(embedder).encode(["load the model"])
     return current_rss_mib() or 0.0
@@ -154,7 +155,7 @@ def run_naive(n: int, turns: int, model: bool = True, embedder: str = "torch",
     naive = np.asarray(_naive(n, turns, rng, centres))
     ms = lambda p: float(np.percentile(naive, p) * 1e3)  # noqa: E731
     return {"naive_turn_p50_ms": ms(50), "naive_turn_p95_ms": ms(95),
-            "naive_peak_rss_mib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}
+            "naive_peak_rss_mib": peak_rss_mib()}
 
 
 def _open_store(backend: str, dsn: str | None, folder: str) -> Any:
@@ -228,7 +229,7 @@ def run_size(n: int, turns: int, backend: str = "memory", dsn: str | None = None
     for db in dbs:
         db.close()
     total = np.add(add_t, search_t)
-    peak_mib = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    peak_mib = peak_rss_mib()
     ms = lambda a, p: float(np.percentile(a, p) * 1e3)  # noqa: E731
     return {
         "triples": n, "sessions": len(sids), "backend": backend, "workers": workers,

@@ -19,13 +19,13 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import resource
 import sys
 import tempfile
 import time
 from pathlib import Path
 from typing import Any
 
+from benchmarks.rss import current_rss_mib, peak_rss_mib
 from dhrag_core import HashingEmbedder, HistoryDatabase, MiniLMEmbedder, Settings
 from dhrag_core.embedding import Embedder
 
@@ -42,16 +42,7 @@ QUESTIONS = ["What do you know about {t}?", "How long is it?", "Who built it and
 
 def rss_mib() -> tuple[float, float]:
     """(current, peak) resident set size of this process in MiB."""
-    current = peak = 0.0
-    try:
-        for line in Path("/proc/self/status").read_text().splitlines():
-            if line.startswith("VmRSS:"):
-                current = int(line.split()[1]) / 1024
-            elif line.startswith("VmHWM:"):
-                peak = int(line.split()[1]) / 1024
-    except OSError:  # not Linux: the peak only
-        peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
-    return current, peak
+    return current_rss_mib() or 0.0, peak_rss_mib()
 
 
 def run(sessions: int, turns: int, group: int, bound: int, embedder: Embedder,

@@ -16,8 +16,6 @@ from __future__ import annotations
 import argparse
 import gc
 import json
-import os
-import resource
 import sys
 import time
 from pathlib import Path
@@ -25,21 +23,12 @@ from typing import Any
 
 import numpy as np
 
+from benchmarks.rss import current_rss_mib
+
 DIM = 384
 PASSAGES_PER_TURN = 3
 TOPICS = 40
 STAY = 0.8  # probability that the next turn keeps the topic (chains of about 5 turns)
-
-
-def current_rss_mib() -> float:
-    """Resident set size now (Linux ``/proc/self/statm``; falls back to the peak elsewhere)."""
-    try:
-        with open("/proc/self/statm", encoding="ascii") as f:
-            pages = int(f.read().split()[1])
-        return pages * os.sysconf("SC_PAGE_SIZE") / 2**20
-    except (OSError, ValueError, IndexError):  # pragma: no cover - not Linux
-        peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
-        return float(peak) / (2**20 if sys.platform == "darwin" else 1024)
 
 
 class _Stream:
@@ -86,7 +75,7 @@ def run(turns: int, capacity: int, every: int, store: str = "memory",
     session = "soak"
     samples: list[dict[str, Any]] = []
     gc.collect()
-    rss0 = current_rss_mib()
+    rss0 = current_rss_mib() or 0.0
     window_start, cpu_start = time.perf_counter(), time.process_time()
     evicted = merged = 0
     for i in range(1, turns + 1):
@@ -106,7 +95,7 @@ def run(turns: int, capacity: int, every: int, store: str = "memory",
             stats = db.stats(session)
             samples.append({
                 "turn": i,
-                "rss_mib": round(current_rss_mib(), 2),
+                "rss_mib": round(current_rss_mib() or 0.0, 2),
                 "ms_per_turn": round(1e3 * elapsed / n_window, 4),
                 "cpu_ms_per_turn": round(1e3 * cpu / n_window, 4),
                 "size": stats["turns"],

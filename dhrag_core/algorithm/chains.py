@@ -14,31 +14,35 @@ from collections.abc import Mapping
 import numpy as np
 
 from dhrag_core.algorithm.members import OrderedMembers
-from dhrag_core.index import VectorIndex
+from dhrag_core.index import SumIndex, VectorIndex
 from dhrag_core.records import Floats, Vector
 
 __all__ = ["Chain", "ChainTracker", "chain_length_stats"]
 
 
 class Chain(OrderedMembers):
-    """One thread: its turns in turn order with their vector sum (``OrderedMembers``), and
-    the latest turn's index (``members[-1]`` is the latest)."""
+    """One thread: its turns in turn order with their vector sum (``OrderedMembers``; the sum
+    is the chain's row of its tracker's ``SumIndex``), and the latest turn's index
+    (``members[-1]`` is the latest)."""
 
     __slots__ = ("id", "last_index")
 
-    def __init__(self, chain_id: int, dimension: int) -> None:
-        super().__init__(dimension)
+    def __init__(self, chain_id: int, dimension: int, sums: SumIndex[int]) -> None:
+        super().__init__(dimension, sums=sums, key=chain_id)
         self.id = chain_id
         self.last_index = -1
 
     @property
     def centroid(self) -> Vector:
-        n = float(np.linalg.norm(self.total))
-        return (self.total / n if n > 0 else self.total).astype(np.float32)
+        assert self._sums is not None
+        return self._sums.centroid(self.id)
 
 
 class ChainTracker:
     """The chains of one session.
+
+    Turn vectors are expected ``compact.rounded`` (as the tree's topic vectors are): the
+    latest turn of each chain is kept as int8 codes, exact for such a vector.
 
     Args:
         dimension: Vector size.
@@ -52,9 +56,10 @@ class ChainTracker:
         self.of: dict[str, int] = {}
         self._next_id = 0
         # latest-turn and centroid vectors of every chain, updated in place: linking a turn
-        # costs two matrix-vector products, not a re-stack of every chain
-        self._lasts: VectorIndex[int] = VectorIndex(dimension)
-        self._cents: VectorIndex[int] = VectorIndex(dimension)
+        # costs two matrix-vector products, not a re-stack of every chain. The latest turns'
+        # topic vectors are ``compact.rounded`` already: kept as int8 codes, they are exact.
+        self._lasts: VectorIndex[int] = VectorIndex(dimension, compact=True)
+        self._cents: SumIndex[int] = SumIndex(dimension)  # each chain's vector sum
         self._last_index = np.zeros(0, dtype=np.float64)  # by slot of ``_cents``
 
     def __len__(self) -> int:
@@ -69,10 +74,10 @@ class ChainTracker:
         self._sync(chain, vector if latest else None)
 
     def _sync(self, chain: Chain, latest: Floats | None) -> None:
-        """Update the chain's centroid and latest index, and its latest vector if given."""
+        """Update the chain's latest index, and its latest vector if given (its sum is kept
+        by the chain itself)."""
         if latest is not None:
             self._lasts.add([chain.id], latest)
-        self._cents.add([chain.id], chain.centroid)
         slot = self._cents.slot_of(chain.id)
         if self._last_index.size <= slot:
             self._last_index = np.resize(self._last_index, max(2 * self._last_index.size,
@@ -102,7 +107,7 @@ class ChainTracker:
         elif best is not None and best[1] >= self.threshold:
             chain = self.chains[best[0]]
         else:
-            chain = Chain(self._next_id, self.dimension)
+            chain = Chain(self._next_id, self.dimension, self._cents)
             self.chains[chain.id] = chain
             self._next_id += 1
         self._add(chain, turn_id, vector, index)
@@ -112,7 +117,7 @@ class ChainTracker:
         """Put back a stored link (turns must come in index order)."""
         chain = self.chains.get(chain_id)
         if chain is None:
-            chain = self.chains[chain_id] = Chain(chain_id, self.dimension)
+            chain = self.chains[chain_id] = Chain(chain_id, self.dimension, self._cents)
         self._add(chain, turn_id, vector, index)
         self._next_id = max(self._next_id, chain_id + 1)
 

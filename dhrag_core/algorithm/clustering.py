@@ -18,12 +18,13 @@ from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 
 import numpy as np
+import numpy.typing as npt
 
 from dhrag_core.embedding import tokens
-from dhrag_core.index import VectorIndex
+from dhrag_core.index import SumIndex
 from dhrag_core.records import Floats, Vector
 
-__all__ = ["Cluster", "TopicClusters", "keyword_labels"]
+__all__ = ["Cluster", "TopicClusters", "average_linkage", "keyword_labels"]
 
 _SPLIT_LIMIT = 400
 
@@ -46,28 +47,33 @@ class _VectorsPlusNew(Mapping[str, Floats]):
         return len(self._base) + (self._key not in self._base)
 
 
-@dataclass
+@dataclass(eq=False)
 class Cluster:
     """A topic: its member turn ids and the running sum of their unit vectors (float32: a
-    session holds thousands, and only the sum's direction is read)."""
+    session holds thousands, and only the sum's direction is read), kept as the cluster's
+    row of its ``TopicClusters``' ``SumIndex``."""
 
     id: int
+    sums: SumIndex[int] = field(repr=False)
     members: set[str] = field(default_factory=set)
-    total: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.float32))
 
     @property
     def size(self) -> int:
         return len(self.members)
 
     @property
+    def total(self) -> Vector:
+        """The members' vector sum (a copy)."""
+        return self.sums.total(self.id)
+
+    @property
     def centroid(self) -> Vector:
-        n = float(np.linalg.norm(self.total))
-        return (self.total / n if n > 0 else self.total).astype(np.float32)
+        return self.sums.centroid(self.id)
 
     @property
     def quality(self) -> float:
         """Mean cosine of members to the centroid direction (1 for a single member)."""
-        return float(np.linalg.norm(self.total)) / self.size if self.size else 1.0
+        return self.sums.norm(self.id) / self.size if self.size else 1.0
 
 
 class TopicClusters:
@@ -92,7 +98,7 @@ class TopicClusters:
         self.of: dict[str, int] = {}
         self._next_id = 0
         self._since_merge = 0
-        self._cents: VectorIndex[int] = VectorIndex(dimension)
+        self._cents: SumIndex[int] = SumIndex(dimension)  # each cluster's vector sum
         # clusters whose centroid changed since the last merge pass: only their pairs can
         # have crossed the merge bar (every other pair was below it at that pass)
         self._dirty: set[int] = set()
@@ -103,19 +109,15 @@ class TopicClusters:
         return len(self.clusters)
 
     def _new(self) -> Cluster:
-        c = Cluster(self._next_id, total=np.zeros(self.dimension, dtype=np.float32))
+        c = Cluster(self._next_id, self._cents)
         self.clusters[c.id] = c
         self._next_id += 1
         return c
 
     def _join(self, c: Cluster, turn_id: str, v: np.ndarray) -> None:
         c.members.add(turn_id)
-        c.total = c.total + v
+        self._cents.add_to(c.id, v)
         self.of[turn_id] = c.id
-        self._moved(c)
-
-    def _moved(self, c: Cluster) -> None:
-        self._cents.add([c.id], c.centroid)
         self._dirty.add(c.id)
 
     def _drop(self, cid: int) -> None:
@@ -127,8 +129,7 @@ class TopicClusters:
         """Put back a stored assignment (on reload), keeping the stored cluster id."""
         c = self.clusters.get(cluster_id)
         if c is None:
-            c = self.clusters[cluster_id] = Cluster(
-                cluster_id, total=np.zeros(self.dimension, dtype=np.float32))
+            c = self.clusters[cluster_id] = Cluster(cluster_id, self._cents)
         self._join(c, turn_id, vector.astype(np.float32))
         self._next_id = max(self._next_id, cluster_id + 1)
 
@@ -165,27 +166,22 @@ class TopicClusters:
             return
         c = self.clusters[cid]
         c.members.discard(turn_id)
-        c.total = c.total - vector.astype(np.float32)
+        self._cents.add_to(cid, -vector.astype(np.float32))
         if not c.members:
             self._drop(cid)
         else:
-            self._moved(c)
+            self._dirty.add(cid)
 
     def _split(
         self, c: Cluster, vectors: Mapping[str, Floats], age: Callable[[str], int] | None
     ) -> dict[str, int]:
         """Re-cluster one degraded cluster's members (bounded: at most the newest 400)."""
-        from sklearn.cluster import AgglomerativeClustering
-
         if age is None:
             position = {m: i for i, m in enumerate(vectors) if m in c.members}
             age = position.__getitem__
         members = heapq.nlargest(_SPLIT_LIMIT, c.members, key=age)[::-1]
         x = np.stack([vectors[m] for m in members]).astype(np.float64)
-        labels = AgglomerativeClustering(
-            n_clusters=None, metric="cosine", linkage="average",
-            distance_threshold=1.0 - self.min_quality,
-        ).fit_predict(x)
+        labels = average_linkage(x, 1.0 - self.min_quality).tolist()
         if len(set(labels)) < 2:
             return {}
         keep = Counter(labels).most_common(1)[0][0]
@@ -239,11 +235,51 @@ class TopicClusters:
                 self.of[m] = big.id
                 changed[m] = big.id
             big.members |= small.members
-            big.total = big.total + small.total
+            self._cents.add_to(big.id, small.total)
             self._drop(small.id)
-            self._moved(big)
+            self._dirty.add(big.id)
             merged.update((ca, cb))
         return changed
+
+def average_linkage(x: np.ndarray, threshold: float) -> npt.NDArray[np.intp]:
+    """Flat clusters of the rows of ``x``: agglomerative clustering with average linkage over
+    cosine distance, merging while the two closest clusters are closer than ``threshold``.
+
+    The partition of scikit-learn's ``AgglomerativeClustering(metric="cosine",
+    linkage="average", distance_threshold=threshold)`` (average linkage never merges below an
+    earlier merge, so stopping at the threshold equals cutting the full tree there), in NumPy:
+    importing scikit-learn's clustering costs a process about 90 MiB of memory. Labels number
+    the clusters in order of their first row. O(n^2) memory and O(n^3) time in the worst case:
+    for the few hundred rows of a split.
+    """
+    x = np.asarray(x, dtype=np.float64)
+    n = len(x)
+    if n < 2:
+        return np.zeros(n, dtype=np.intp)
+    norms = np.linalg.norm(x, axis=1, keepdims=True)
+    u = np.divide(x, norms, out=np.zeros_like(x), where=norms > 0)
+    dist = 1.0 - u @ u.T
+    np.clip(dist, 0.0, 2.0, out=dist)
+    np.fill_diagonal(dist, np.inf)
+    size = np.ones(n)
+    owner = np.arange(n)
+    for _ in range(n - 1):
+        i, j = divmod(int(np.argmin(dist)), n)
+        if not dist[i, j] < threshold:
+            break
+        i, j = min(i, j), max(i, j)
+        # Lance-Williams for average linkage: the merged cluster's mean distance to each other
+        merged = (size[i] * dist[i] + size[j] * dist[j]) / (size[i] + size[j])
+        dist[i], dist[:, i] = merged, merged
+        dist[i, i] = np.inf
+        dist[j], dist[:, j] = np.inf, np.inf
+        size[i] += size[j]
+        owner[owner == j] = i
+    _, first, labels = np.unique(owner, return_index=True, return_inverse=True)
+    order = np.argsort(np.argsort(first))
+    out: npt.NDArray[np.intp] = order[labels].astype(np.intp)
+    return out
+
 
 def keyword_labels(
     groups: Mapping[int, Iterable[str]], n_terms: int = 3, only: Iterable[int] | None = None,

@@ -8,10 +8,12 @@ order matter, and their mean vector is matched against queries.
 from __future__ import annotations
 
 import bisect
+from collections.abc import Hashable
+from typing import Any
 
 import numpy as np
 
-from dhrag_core.index import RowBuffer
+from dhrag_core.index import RowBuffer, SumIndex
 from dhrag_core.records import Floats, Vector
 
 __all__ = ["OrderedMembers"]
@@ -25,13 +27,33 @@ class OrderedMembers:
     vectors already ``compact.rounded`` read back exactly, so a discard subtracts the very
     vector the add added."""
 
-    __slots__ = ("_rows", "indexes", "members", "total")
+    __slots__ = ("_key", "_own", "_rows", "_sums", "indexes", "members")
 
-    def __init__(self, dimension: int, rows: bool = False) -> None:
+    def __init__(self, dimension: int, rows: bool = False, *,
+                 sums: SumIndex[Any] | None = None, key: Hashable = None) -> None:
         self.members: list[str] = []
         self.indexes: list[int] = []
-        self.total = np.zeros(dimension, dtype=np.float32)
+        # the running sum: an array of its own, or row ``key`` of a ``SumIndex`` shared with
+        # the node's peers (one copy, searched by cosine there)
+        self._own = np.zeros(dimension, dtype=np.float32) if sums is None else None
+        self._sums, self._key = sums, key
         self._rows = RowBuffer(np.zeros((0, dimension), dtype=np.float32)) if rows else None
+
+    @property
+    def total(self) -> Vector:
+        """The members' vector sum (float32; a copy when it lives in a ``SumIndex``)."""
+        if self._sums is not None:
+            return self._sums.total(self._key)
+        assert self._own is not None
+        return self._own
+
+    def _accumulate(self, vector: Floats) -> None:
+        v = vector.astype(np.float32)
+        if self._sums is not None:
+            self._sums.add_to(self._key, v)
+        else:
+            assert self._own is not None
+            self._own = self._own + v
 
     def __len__(self) -> int:
         return len(self.members)
@@ -42,7 +64,7 @@ class OrderedMembers:
         self.indexes.insert(at, index)
         if self._rows is not None:
             self._rows.insert(at, vector)
-        self.total = self.total + vector.astype(np.float32)
+        self._accumulate(vector)
 
     def position(self, turn_id: str, index: int | None = None) -> int:
         """Where ``turn_id`` (of turn ``index``, if known: found by bisection) is; ValueError
@@ -58,7 +80,7 @@ class OrderedMembers:
         del self.members[at], self.indexes[at]
         if self._rows is not None:
             self._rows.delete(at)
-        self.total = self.total - vector.astype(np.float32)
+        self._accumulate(-vector)
 
     def _buffer(self) -> RowBuffer:
         if self._rows is None:
