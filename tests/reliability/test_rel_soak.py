@@ -37,7 +37,8 @@ def test_soak_memory_is_bounded(tmp_path: Path) -> None:
         assert s["size"] == min(s["turn"], capacity)
         assert s["evicted_total"] + s["merged_total"] == s["turn"] - s["size"]
         assert 1 < s["clusters"] <= s["size"] and 1 < s["chains"] <= s["size"]
-    assert result["rss_growth_after_fill_mib"] < 50, result
+    # flat within noise (-3..+2 MiB here); a FAISS scanner leaked per scan grew it by 26 MiB
+    assert result["rss_growth_after_fill_mib"] < 12, result
 
 
 def _structures(db: HistoryDatabase, session: str) -> dict[str, int]:
