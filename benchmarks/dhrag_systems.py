@@ -7,7 +7,7 @@ passages the system itself retrieved and the dataset's answer.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import fields
 
 import numpy as np
@@ -28,6 +28,7 @@ from dhrag_core.records import Selection, Vector
 
 __all__ = [
     "ABLATIONS", "HISTORY_STAGES", "SKIPPED", "DHRAGSystem", "MemoEmbedder", "ThreadOracleSystem",
+    "register_variants",
 ]
 
 ABLATIONS = ("clustering", "hierarchy", "chains", "recency", "integration", "rewrite", "cues")
@@ -163,6 +164,17 @@ def _register_llm() -> None:
         ),
         description="DH-RAG with the LLM rewriter (the rewritten text is embedded)",
     )
+
+
+def register_variants(variants: Mapping[str, Mapping[str, object]]) -> None:
+    """Register dhrag under each name with those settings changed from the defaults (what an
+    analysis plug-in compares; the description lists the changes)."""
+    def build(name: str, changes: Mapping[str, object]) -> Callable[[BenchContext], DHRAGSystem]:
+        return lambda ctx: DHRAGSystem(name, ctx, Settings().with_(**changes))
+
+    for name, changes in variants.items():
+        register_system(name, build(name, changes), replace=True,
+                        description=", ".join(f"{k}={v}" for k, v in changes.items()))
 
 
 def _register() -> None:

@@ -22,4 +22,7 @@ checks). Their runs and findings are in docs/interleaved_analysis.md and docs/mt
 - ``topic_vector_candidates``: a plug-in registering the topic-vector candidates of the
   embedder issue as systems (``python -m benchmarks run --import
   benchmarks.analyses.topic_vector_candidates --systems 'dhrag,dhrag-cand*' ...``).
+- ``clarification_variants``: a plug-in registering one-part variants of dhrag for the
+  clarification gap (``--import benchmarks.analyses.clarification_variants --systems
+  'dhrag,dhrag-clar-*'``).
 """

@@ -13,11 +13,7 @@ docs/calibration.md). The scenario run checks them on hand-written topic switche
 
 from __future__ import annotations
 
-from collections.abc import Callable
-
-from benchmarks.dhrag_systems import DHRAGSystem
-from benchmarks.systems import BenchContext, register_system
-from dhrag_core import Settings
+from benchmarks.dhrag_systems import register_variants
 
 __all__ = ["CANDIDATES"]
 
@@ -31,13 +27,4 @@ CANDIDATES: dict[str, dict[str, float]] = {
 }
 """System name -> the settings it changes from the defaults."""
 
-
-def _factory(name: str, changes: dict[str, float]) -> Callable[[BenchContext], DHRAGSystem]:
-    def build(ctx: BenchContext) -> DHRAGSystem:
-        return DHRAGSystem(name, ctx, Settings().with_(**changes))
-    return build
-
-
-for _name, _changes in CANDIDATES.items():
-    register_system(_name, _factory(_name, _changes), replace=True,
-                    description=", ".join(f"{k}={v:g}" for k, v in _changes.items()))
+register_variants(CANDIDATES)
