@@ -1,4 +1,4 @@
-"""Command line: ``python -m benchmarks {convert,interleave,run,list}``.
+"""Command line: ``python -m benchmarks {convert,interleave,run,rerun,list}``.
 
 Examples::
 
@@ -10,6 +10,7 @@ Examples::
     python -m benchmarks run --interleave 3 --seeds 0,1,2   # topic switches and returns
     python -m benchmarks interleave --out DIR --threads 3 --block 2 4 --seed 0
     python -m benchmarks run --import my_systems --systems last-turn,my-system
+    python -m benchmarks rerun docs/results/report/*.json    # each run again, as it was made
 
 Paths: ``--data`` (default ``$DHRAG_DATA`` or ``../shared/data/mtrag`` next to the repository)
 is the raw MTRAG folder; ``--cache`` (default ``$DHRAG_CACHE`` or ``~/.cache/dhrag``) holds the
@@ -22,6 +23,7 @@ import argparse
 import importlib
 import json
 import logging
+import shlex
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -105,7 +107,62 @@ def _parser() -> argparse.ArgumentParser:
     run.add_argument("--answers", choices=ANSWERS, default="dataset",
                      help="the answer each turn records: the dataset's (default) or the first "
                           "sentence of the passage the system ranked first (no dataset answer)")
+    rerun = sub.add_parser(
+        "rerun", help="run again what wrote each report JSON (its stored config), in place")
+    _common(rerun)
+    rerun.add_argument("reports", nargs="+", type=Path, help="report JSON files of `run`")
+    rerun.add_argument("--dry-run", action="store_true", help="print the commands only")
     return parser
+
+
+def rerun_argv(report: Path) -> list[str]:
+    """The ``run`` arguments that make ``report`` again: its stored config (plug-in modules
+    too, for reports written since they are recorded), written to the same folder under the
+    same name. ValueError when the file is not a report of ``run`` under its own name."""
+    meta = json.loads(report.read_text(encoding="utf-8")).get("meta", {})
+    c = meta.get("config")
+    if not isinstance(c, dict) or "systems" not in c:
+        raise ValueError(f"{report} holds no run config (meta.config): not a report of `run`")
+    # reports older than a field were made with its default
+    c = {"k": 10, "baseline": "last-turn", "embedder": "minilm", "split": "all",
+         "answers": "dataset", **c}
+    argv = ["run", "--systems", ",".join(c["systems"]), "--out", str(report.parent),
+            "--k", str(c["k"]), "--baseline", c["baseline"], "--embedder", c["embedder"],
+            "--split", c["split"], "--answers", c["answers"], "--no-progress"]
+    for module in meta.get("imports", []):
+        argv += ["--import", module]
+    if c.get("cache_dir", "~/.cache/dhrag") != "~/.cache/dhrag":
+        argv += ["--cache", c["cache_dir"]]
+    if c["bench_dir"] != "~/.cache/dhrag/benchmarks/mtrag":
+        argv += ["--bench", c["bench_dir"]]
+    if c.get("seed_npz") and Path(c["seed_npz"]).expanduser().is_file():
+        argv += ["--seed-npz", str(Path(c["seed_npz"]).expanduser())]
+    if c.get("shift"):
+        argv += ["--shift", str(c["shift"])]
+    if c.get("interleave"):
+        argv += ["--interleave", str(c["interleave"]), "--seeds",
+                 ",".join(str(x) for x in c["seeds"]),
+                 "--block", *(str(x) for x in c["block"])]
+    if c.get("quick"):
+        argv += ["--quick", "--conversations", str(c["quick_conversations"])]
+        if c.get("quick_domain"):
+            argv += ["--domain", c["quick_domain"]]
+    stem = _stem(bool(c.get("quick")), int(c.get("interleave") or 0), c["split"], c["answers"])
+    if report.name != stem + ".json":
+        raise ValueError(f"{report} was renamed: `run` with its config writes {stem}.json")
+    return argv
+
+
+def _stem(quick: bool, interleave: int, split: str, answers: str) -> str:
+    """The file name (without suffix) under which ``run`` writes a report."""
+    stem = "quick" if quick else "benchmark"
+    if interleave:
+        stem += f"_interleaved_{interleave}"
+    if split != "all":
+        stem += f"_{split}"
+    if answers != "dataset":
+        stem += f"_{answers.replace('-', '_')}_answers"
+    return stem
 
 
 def _paths(args: argparse.Namespace) -> tuple[Path, Path, Path]:
@@ -192,16 +249,27 @@ def _run(args: argparse.Namespace) -> int:
         answers=args.answers,
     )
     summary = summarise(run_benchmark(config))
+    summary["meta"]["imports"] = list(args.imports)  # what `rerun` imports again
     print(markdown(summary))
-    stem = "quick" if args.quick else "benchmark"
-    if args.interleave:
-        stem += f"_interleaved_{args.interleave}"
-    if args.split != "all":
-        stem += f"_{args.split}"
-    if args.answers != "dataset":
-        stem += f"_{args.answers.replace('-', '_')}_answers"
-    paths = write_report(summary, args.out, stem)
+    paths = write_report(summary, args.out,
+                         _stem(args.quick, args.interleave, args.split, args.answers))
     print("wrote " + ", ".join(str(p) for p in paths.values()))
+    return 0
+
+
+def _rerun(args: argparse.Namespace) -> int:
+    """Each report's ``run`` again, one at a time (``--dry-run``: the commands only)."""
+    try:
+        commands = [rerun_argv(report) for report in args.reports]  # all checked first
+    except (OSError, ValueError) as exc:
+        print(f"python -m benchmarks rerun: error: {exc}", file=sys.stderr)
+        return 2
+    for argv in commands:
+        print("python -m benchmarks " + shlex.join(argv), flush=True)
+        if not args.dry_run:
+            status = _main(_parser().parse_args(argv))
+            if status:
+                return status
     return 0
 
 
@@ -237,6 +305,8 @@ def _main(args: argparse.Namespace) -> int:
         return 0
     if args.command == "list":
         return _list()
+    if args.command == "rerun":
+        return _rerun(args)
     if args.command == "interleave":
         data, _, bench = _paths(args)
         _ensure_converted(data, bench, explicit=args.bench is not None,

@@ -521,6 +521,37 @@ def test_quick_run_end_to_end(tmp_path: Path) -> None:
         assert 0.0 <= s["overall"]["MRR@10"] <= 1.0
     assert by_name["last-turn"]["overall"]["MRR@10"] > 0.2  # the retriever finds gold passages
     assert (out / "quick.md").is_file() and (out / "quick_depth.png").is_file()
+    # `rerun` makes the same report again from the config stored in it, in place
+    assert summary["meta"]["imports"] == []
+    (out / "quick.json").rename(out / "before.json")
+    assert cli_main(["rerun", str(out / "before.json")]) == 2, "a renamed report is refused"
+    (out / "before.json").rename(out / "quick.json")
+    assert cli_main(["rerun", str(out / "quick.json")]) == 0
+    again = json.loads((out / "quick.json").read_text())
+    assert again["meta"]["config"] == {**summary["meta"]["config"], "show_progress": False}
+    assert {s["name"]: s["overall"] for s in again["systems"]} == {
+        name: s["overall"] for name, s in by_name.items()}
+
+
+def test_rerun_rebuilds_the_run_command_of_a_committed_report() -> None:
+    from benchmarks.__main__ import rerun_argv
+
+    report = Path(__file__).parents[1] / "docs/results/report/benchmark_interleaved_3_report.json"
+    argv = rerun_argv(report)
+    assert argv[:5] == ["run", "--systems",
+                        "last-turn,last-turn-lex,interp-qa-*-gated-lex,thread-oracle,dhrag",
+                        "--out", str(report.parent)]
+    joined = " ".join(argv)
+    for part in ("--split report", "--interleave 3", "--seeds 0,1,2", "--block 2 4",
+                 "--embedder minilm", "--answers dataset"):
+        assert part in joined
+    assert "--bench" not in argv and "--quick" not in argv
+
+
+def test_rerun_refuses_what_run_did_not_write(tmp_path: Path) -> None:
+    other = tmp_path / "one_knob.json"
+    other.write_text(json.dumps({"rows": []}))
+    assert cli_main(["rerun", "--dry-run", str(other)]) == 2
 
 
 def test_scaling_plot_is_written(tmp_path: Path) -> None:
