@@ -112,6 +112,9 @@ def _parser() -> argparse.ArgumentParser:
     _common(rerun)
     rerun.add_argument("reports", nargs="+", type=Path, help="report JSON files of `run`")
     rerun.add_argument("--dry-run", action="store_true", help="print the commands only")
+    rerun.add_argument("--jobs", type=int, default=1,
+                       help="runs at once, each in a process of its own (default 1: one after "
+                            "another, in this process); each replays on one thread")
     return parser
 
 
@@ -258,19 +261,36 @@ def _run(args: argparse.Namespace) -> int:
 
 
 def _rerun(args: argparse.Namespace) -> int:
-    """Each report's ``run`` again, one at a time (``--dry-run``: the commands only)."""
+    """Each report's ``run`` again (``--dry-run``: the commands only); one after another, or
+    ``--jobs`` at once in processes of their own. The exit status is the first failure's."""
+    if args.jobs < 1:
+        print("python -m benchmarks rerun: error: --jobs must be at least 1", file=sys.stderr)
+        return 2
     try:
         commands = [rerun_argv(report) for report in args.reports]  # all checked first
     except (OSError, ValueError) as exc:
         print(f"python -m benchmarks rerun: error: {exc}", file=sys.stderr)
         return 2
     for argv in commands:
+        argv += [a for m in args.imports if m not in argv for a in ("--import", m)]
         print("python -m benchmarks " + shlex.join(argv), flush=True)
-        if not args.dry_run:
+    if args.dry_run:
+        return 0
+    if args.jobs == 1:
+        for argv in commands:
             status = _main(_parser().parse_args(argv))
             if status:
                 return status
-    return 0
+        return 0
+    import subprocess
+    from concurrent.futures import ThreadPoolExecutor
+
+    def one(argv: list[str]) -> int:
+        return subprocess.run([sys.executable, "-m", "benchmarks", *argv], check=False).returncode
+
+    with ThreadPoolExecutor(args.jobs) as pool:
+        statuses = list(pool.map(one, commands))
+    return next((s for s in statuses if s), 0)
 
 
 def _list() -> int:

@@ -552,6 +552,16 @@ def test_rerun_refuses_what_run_did_not_write(tmp_path: Path) -> None:
     other = tmp_path / "one_knob.json"
     other.write_text(json.dumps({"rows": []}))
     assert cli_main(["rerun", "--dry-run", str(other)]) == 2
+    report = Path(__file__).parents[1] / "docs/results/adapters/benchmark.json"
+    assert cli_main(["rerun", "--jobs", "0", str(report)]) == 2
+
+
+def test_rerun_passes_a_plug_in_to_each_run(capsys: pytest.CaptureFixture[str]) -> None:
+    report = Path(__file__).parents[1] / "docs/results/adapters/benchmark.json"
+    assert cli_main(["rerun", "--dry-run", "--jobs", "2", "--import",
+                     "benchmarks.adapter_systems", str(report)]) == 0
+    printed = capsys.readouterr().out
+    assert "--import benchmarks.adapter_systems" in printed and "lc-vector" in printed
 
 
 def test_scaling_plot_is_written(tmp_path: Path) -> None:
