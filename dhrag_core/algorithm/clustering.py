@@ -2,9 +2,9 @@
 
 A new turn joins the nearest centroid if it is similar enough, else opens a cluster. A cluster
 whose quality (mean similarity of members to the centroid) falls below a floor is split
-locally with scikit-learn's agglomerative clustering, and every ``merge_every`` turns clusters
-whose centroids converged are merged: only the clusters changed since the last pass are
-compared (with every centroid), so a pass costs O(changed x clusters), not O(clusters^2).
+locally by agglomerative clustering (``average_linkage``), and every ``merge_every`` turns
+clusters whose centroids converged are merged: only the clusters changed since the last pass
+are compared (with every centroid), so a pass costs O(changed x clusters), not O(clusters^2).
 Nothing ever refits the whole history, and the keyword labels come from the current texts, so
 the vocabulary is never frozen.
 """
@@ -248,7 +248,7 @@ def average_linkage(x: np.ndarray, threshold: float) -> npt.NDArray[np.intp]:
     The partition of scikit-learn's ``AgglomerativeClustering(metric="cosine",
     linkage="average", distance_threshold=threshold)`` (average linkage never merges below an
     earlier merge, so stopping at the threshold equals cutting the full tree there), in NumPy:
-    importing scikit-learn's clustering costs a process about 90 MiB of memory. Labels number
+    importing scikit-learn's clustering costs a process about 70 MiB of memory. Labels number
     the clusters in order of their first row. O(n^2) memory and O(n^3) time in the worst case:
     for the few hundred rows of a split.
     """
