@@ -242,7 +242,6 @@ class SumIndex(VectorIndex[K]):
 
     def _put(self, keys: list[K], v: np.ndarray, scales: np.ndarray | None) -> None:
         super()._put(keys, v, scales)
-        self.reserve(self._rows.shape[0])
         for key in keys:
             slot = self._slot[key]
             self._norms[slot] = np.linalg.norm(self._rows[slot])
