@@ -192,9 +192,16 @@ class Settings:
         turn's topic vector (see ``topic_answer_weight``).""", low=0.0, high=100.0)
     answer_vector: str = _knob("passages", "tree", """How ``add`` gets the response's vector:
         ``"passages"`` derives it from the passages stored with it (their vectors, weighted by
-        the squared share of the response's content words each one contains: no encoding; a
-        response with no passages or no word in common with them is encoded), ``"encode"``
-        always encodes the response.""", choices=("passages", "encode"))
+        the squared share of the response's content words each one contains: no encoding)
+        when the response drew on them (``answer_share``), else encodes it; ``"encode"``
+        always encodes it.""", choices=("passages", "encode"))
+    answer_share: float = _knob(0.5, "tree", """The response drew on its passages when one of
+        them holds at least this share of its content words; an answer that did not (written
+        from other sources, or saying it cannot answer) is encoded, as its passages would
+        misstate it. 0: derived whenever a word is shared.""", low=0.0, high=1.0)
+    answer_words: int | None = _knob(24, "tree", """Words of a response that are encoded when
+        it is (its opening states its point; a short text keeps the turn's cost low);
+        ``None``: all of it.""", low=1, high=_BIG, integer=True, optional=True)
 
     # -- threads -----------------------------------------------------------------------------
     thread_recency: float = _knob(0.2, "threads", """Bonus of a recently active thread (chain)

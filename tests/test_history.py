@@ -19,6 +19,7 @@ from dhrag_core import (
 )
 from dhrag_core.algorithm import scoring
 from dhrag_core.embedding import tokens
+from dhrag_core.history.inputs import answer_shares, opening_words
 from tests.conftest import FakeClock
 
 TOPICS = [
@@ -457,9 +458,51 @@ def test_answer_vector_is_encoded_when_it_cannot_or_must_not_be_derived(
                                db.calibrate(emb.inner.encode([answer])[0]), atol=3e-3)
 
 
+def test_an_answer_that_did_not_draw_on_its_passages_is_encoded_by_its_opening() -> None:
+    emb = _Counting()
+    db = HistoryDatabase(embedder=emb, settings=Settings(answer_words=5))
+    passages = ["the mosque was built in 1680 by the governor"]
+    # 2 of its 7 content words are in the passage: it drew on something else
+    answer = "The governor built it after the great fire, records say."
+    turn = db.add("s", "Who built the mosque?", passages, answer).turn
+    opening = "The governor built it after"
+    assert opening in emb.texts and answer not in emb.texts
+    assert turn.response_vector is not None
+    np.testing.assert_allclose(turn.response_vector,
+                               db.calibrate(emb.inner.encode([opening])[0]), atol=3e-3)
+    # the same answer is derived from that passage when a quarter of its words is enough
+    emb2 = _Counting()
+    db2 = HistoryDatabase(embedder=emb2, settings=Settings(answer_share=0.25))
+    db2.add("s", "Who built the mosque?", passages, answer)
+    assert not any("fire" in t for t in emb2.texts)
+
+
+def test_answer_shares_need_one_passage_holding_the_least_share() -> None:
+    passages = [Passage(text="governor mosque"), Passage(text="1680 built")]
+    answer = "The governor built the mosque in 1680."  # 4 content words, 2 in each passage
+    shares = answer_shares(answer, passages, least=0.5)
+    assert shares is not None
+    np.testing.assert_allclose(shares, [0.25, 0.25])
+    assert answer_shares(answer, passages, least=0.51) is None
+    assert answer_shares(answer, [Passage(text="bonds")]) is None
+
+
+@pytest.mark.parametrize(("text", "limit", "expected"), [
+    ("one two  three", None, "one two  three"),
+    ("one two  three", 3, "one two  three"),
+    ("one two  three four", 2, "one two"),
+])
+def test_opening_words(text: str, limit: int | None, expected: str) -> None:
+    assert opening_words(text, limit) == expected
+
+
 def test_answer_vector_setting_is_checked() -> None:
     with pytest.raises(ValueError, match="answer_vector"):
         Settings(answer_vector="summary")
+    with pytest.raises(ValueError, match="answer_share"):
+        Settings(answer_share=1.5)
+    with pytest.raises(ValueError, match="answer_words"):
+        Settings(answer_words=0)
 
 
 def test_same_answer_over_other_passages_still_merges_a_duplicate() -> None:

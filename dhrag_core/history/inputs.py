@@ -19,7 +19,8 @@ from dhrag_core.records import Passage, Vector
 from dhrag_core.settings import Settings
 from dhrag_core.validation import CLEANED_KEY, check_text, clean_passage
 
-__all__ = ["answer_shares", "check_passages", "check_timestamp", "check_vector", "encode_turn"]
+__all__ = ["answer_shares", "check_passages", "check_timestamp", "check_vector", "encode_turn",
+           "opening_words"]
 
 log = logging.getLogger(__name__)
 
@@ -100,18 +101,29 @@ def _check_vectors(vectors: Sequence[Any], names: Sequence[str], dimension: int)
     return l2_normalise(stacked)
 
 
-def answer_shares(response: str, passages: Sequence[Passage]) -> np.ndarray | None:
+def answer_shares(response: str, passages: Sequence[Passage],
+                  least: float = 0.0) -> np.ndarray | None:
     """Weights of the passages in a response's derived vector: the squared share of the
-    response's content words that each passage contains; None when no passage shares one."""
+    response's content words that each passage contains; None when no passage holds at least
+    ``least`` of them (or none holds one): the response did not draw on these passages."""
     words = set(tokens(response))
     if not words or not passages:
         return None
     shares = np.array([len(words.intersection(_passage_words(p.text))) for p in passages],
                       dtype=np.float32) / len(words)
-    if not shares.any():
+    best = float(shares.max())
+    if best == 0.0 or best < least:
         return None
     out: np.ndarray = shares**2
     return out
+
+
+def opening_words(text: str, limit: int | None) -> str:
+    """The first ``limit`` words of ``text`` (all of it for ``None``)."""
+    if limit is None:
+        return text
+    words = text.split()
+    return text if len(words) <= limit else " ".join(words[:limit])
 
 
 def encode_turn(
@@ -119,16 +131,18 @@ def encode_turn(
     query_vector: Vector | None, calibration: Calibration | None = None,
 ) -> tuple[Vector, Vector | None, Vector]:
     """Query, response and passage vectors: given ones checked, the rest encoded in one
-    batch (the response only when ``Settings.answer_vector`` asks for it; otherwise it is
-    derived from the passages it draws on); all centred by ``calibration`` when given, the
-    derived response from the centred passages."""
+    batch (the response's opening words, ``Settings.answer_words``, only when
+    ``Settings.answer_vector`` asks for it or the response did not draw on its passages,
+    ``Settings.answer_share``; otherwise it is derived from the passages it draws on); all
+    centred by ``calibration`` when given, the derived response from the centred passages."""
     dim = embedder.dimension
     missing = [i for i, p in enumerate(items) if p.vector is None]
     shares = None
     if response and settings.answer_vector == "passages":
-        shares = answer_shares(response, items)
+        shares = answer_shares(response, items, settings.answer_share)
     encode_response = bool(response) and shares is None
-    texts = ([query] if query_vector is None else []) + ([response] if encode_response else [])
+    texts = [query] if query_vector is None else []
+    texts += [opening_words(response, settings.answer_words)] if encode_response else []
     texts += [items[i].text for i in missing]
     enc = encode_checked(embedder, texts) if texts else np.zeros((0, dim), np.float32)
     pos = 0
