@@ -25,6 +25,7 @@ __all__ = [
     "MiniLMEmbedder",
     "encode_checked",
     "l2_normalise",
+    "opening_words",
     "stem_forms",
     "token_set",
     "tokens",
@@ -222,6 +223,12 @@ def tokens(text: str) -> list[str]:
     """Lower-cased content words, light-stemmed, clitics dropped ("it's" is "it"; shared by
     the hashing embedder, labels and the lexical term)."""
     return [_stem(w) for w in _words(text) if w not in _STOPWORDS]
+
+
+def opening_words(text: str, limit: int | None) -> str:
+    """The first ``limit`` words of ``text``, joined by single spaces (all of it, as it is,
+    for ``None``): a short text to encode."""
+    return text if limit is None else " ".join(text.split()[:limit])
 
 
 def token_set(text: str) -> frozenset[str]:

@@ -18,8 +18,8 @@ from dhrag_core import (
     calibrate,
 )
 from dhrag_core.algorithm import scoring
-from dhrag_core.embedding import tokens
-from dhrag_core.history.inputs import answer_shares, opening_words
+from dhrag_core.embedding import opening_words, tokens
+from dhrag_core.history.inputs import answer_shares
 from tests.conftest import FakeClock
 
 TOPICS = [
@@ -489,7 +489,7 @@ def test_answer_shares_need_one_passage_holding_the_least_share() -> None:
 
 @pytest.mark.parametrize(("text", "limit", "expected"), [
     ("one two  three", None, "one two  three"),
-    ("one two  three", 3, "one two  three"),
+    ("one two  three", 3, "one two three"),
     ("one two  three four", 2, "one two"),
 ])
 def test_opening_words(text: str, limit: int | None, expected: str) -> None:

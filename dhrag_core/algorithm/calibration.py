@@ -27,7 +27,7 @@ from importlib import resources
 import numpy as np
 import numpy.typing as npt
 
-from dhrag_core.embedding import Embedder, LocalModelEmbedder, l2_normalise
+from dhrag_core.embedding import Embedder, LocalModelEmbedder, l2_normalise, opening_words
 from dhrag_core.records import Vector
 
 __all__ = ["Calibration", "calibrate", "probe_texts", "rescale"]
@@ -119,7 +119,7 @@ def probe_texts() -> tuple[tuple[str, ...], tuple[str, ...]]:
     passages = []
     for line in data.joinpath("demo_kb.jsonl").read_text("utf-8").split("\n"):
         if line.strip():  # split on newlines only: U+2028 may sit inside a JSON string
-            passages.append(" ".join(str(json.loads(line)["text"]).split()[:_PROBE_WORDS]))
+            passages.append(opening_words(str(json.loads(line)["text"]), _PROBE_WORDS))
     questions = [q.strip() for q in data.joinpath("probe_questions.txt").read_text(
         "utf-8").split("\n") if q.strip()]
     return tuple(passages), tuple(questions)

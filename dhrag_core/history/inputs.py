@@ -14,13 +14,19 @@ from typing import Any
 import numpy as np
 
 from dhrag_core.algorithm.calibration import Calibration
-from dhrag_core.embedding import Embedder, encode_checked, l2_normalise, token_set, tokens
+from dhrag_core.embedding import (
+    Embedder,
+    encode_checked,
+    l2_normalise,
+    opening_words,
+    token_set,
+    tokens,
+)
 from dhrag_core.records import Passage, Vector
 from dhrag_core.settings import Settings
 from dhrag_core.validation import CLEANED_KEY, check_text, clean_passage
 
-__all__ = ["answer_shares", "check_passages", "check_timestamp", "check_vector", "encode_turn",
-           "opening_words"]
+__all__ = ["answer_shares", "check_passages", "check_timestamp", "check_vector", "encode_turn"]
 
 log = logging.getLogger(__name__)
 
@@ -116,14 +122,6 @@ def answer_shares(response: str, passages: Sequence[Passage],
         return None
     out: np.ndarray = shares**2
     return out
-
-
-def opening_words(text: str, limit: int | None) -> str:
-    """The first ``limit`` words of ``text`` (all of it for ``None``)."""
-    if limit is None:
-        return text
-    words = text.split()
-    return text if len(words) <= limit else " ".join(words[:limit])
 
 
 def encode_turn(
