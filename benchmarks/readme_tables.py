@@ -176,6 +176,177 @@ def top_passage_answers() -> str:
                    ("first sentence of the top passage", _load(TOP_PASSAGE_ANSWERS))])
 
 
+ABLATIONS = (
+    ("dhrag without cues (`use_cues=False`)", "dhrag-no-cues"),
+    ("dhrag without the lexical term (`lexical_weight=0`)", "dhrag-no-lexical"),
+    ("dhrag without the clarity gate (`clarity_threshold=None`)", "dhrag-no-clarity-gate"),
+    ("dhrag without the thread's opening turn (`root_weight=0`)", "dhrag-no-root"),
+    ("dhrag searching with T*'s query only (`thread_variants=1`)", "dhrag-one-thread"),
+    ("dhrag hedging however clear the choice (`hedge_margin=None`)", "dhrag-hedge-always"),
+    ("dhrag without threads (`use_chains=False`)", "dhrag-no-chains"),
+    ("dhrag without recency (`use_recency=False`)", "dhrag-no-recency"),
+    ("dhrag without integration (`use_integration=False`)", "dhrag-no-integration"),
+    ("dhrag without query reconstruction (`use_rewrite=False`)", "dhrag-no-rewrite"),
+    ("dhrag without hierarchy (flat scan, `use_hierarchy=False`)", "dhrag-no-hierarchy"),
+    ("dhrag without clustering (`use_clustering=False`)", "dhrag-no-clustering"),
+)
+"""Each ablation switch of the whole-set runs: (row label, system name)."""
+REFERENCES = (
+    ("MTRAG LLM rewrite (reference: an LLM's rewrites from the data)", "rewrite-ref"),
+    ("the same + the lexical term on the rewrite's words (reference)", "rewrite-ref-lex"),
+)
+INTERPOLATIONS = (
+    ("interpolation of the questions only{name} (best of {n}, tuned)", "interp-[0-9]*"),
+    ("answer-aware interpolation{name} (best of {n}, tuned)", "interp-qa-*[0-9]"),
+    ("the same with dhrag's clarity gate{name} (best of {n}, tuned)", "interp-qa-*-gated"),
+    ("answer-aware interpolation + dhrag's lexical term{name} (best of {n}, tuned)",
+     "interp-qa-*[0-9]-lex"),
+    ("answer-aware interpolation + clarity gate + lexical term{name} (best of {n}, tuned)",
+     BASELINE),
+)
+"""The interpolation baselines, each the best of its grid in each run; ``{name}`` is filled
+with the setting chosen where the table has one run, ``{n}`` with the grid's size."""
+PLAIN_ROWS = (
+    ("last turn", "last-turn"),
+    ("last turn re-ranked by a length prior (best of {n}, tuned)", "last-turn-length-*"),
+    ("last turn, re-ranked with dhrag's lexical term", "last-turn-lex"),
+    ("all questions joined", "all-questions"),
+    ("best last-N questions + the question (no answers)", "last-[0-9]-q"),
+    ("best last-N turns with answers + the question", "last-[0-9]-qa"),
+    *INTERPOLATIONS,
+    ("**dhrag** (defaults, light rewriter, no LLM)", "dhrag"),
+    *ABLATIONS,
+    *REFERENCES,
+)
+INTERLEAVED_ROWS = (
+    ("last turn", "last-turn"),
+    ("last turn, re-ranked with dhrag's lexical term", "last-turn-lex"),
+    *INTERPOLATIONS,
+    ("**dhrag** (defaults)", "dhrag"),
+    *ABLATIONS,
+    ("thread oracle (reference: dhrag with one session per conversation)", "thread-oracle"),
+    *REFERENCES,
+)
+NAMING_ROWS = (
+    ("last turn, re-ranked with dhrag's lexical term", "last-turn-lex"),
+    ("best answer-aware interpolation + clarity gate + lexical term (tuned)", BASELINE),
+    ("dhrag without cues (`use_cues=False`)", "dhrag-no-cues"),
+    ("dhrag without threads (`use_chains=False`)", "dhrag-no-chains"),
+    ("dhrag searching with T*'s query only (`thread_variants=1`)", "dhrag-one-thread"),
+    ("dhrag without the thread's opening turn (`root_weight=0`)", "dhrag-no-root"),
+    ("**dhrag** (defaults)", "dhrag"),
+    ("thread oracle (reference)", "thread-oracle"),
+    ("MTRAG LLM rewrite + lexical term (reference)", "rewrite-ref-lex"),
+)
+
+
+def _part(system: Mapping[str, Any], subset: str) -> Mapping[str, Any] | None:
+    """The figures of ``system`` on a subset: all, 5+ (turn depth), a kind of interleaved turn
+    (first / continue / return) or a naming split (``return (named)``)."""
+    part: Mapping[str, Any] | None
+    if subset == "all":
+        part = system["overall"]
+    elif subset == "5+":
+        part = system.get("by_depth", {}).get("5+")
+    else:
+        part = (system.get("by_kind") or {}).get(subset)
+        if part is None:
+            part = (system.get("by_naming") or {}).get(subset)
+    return part
+
+
+def _delta(run: Mapping[str, Any], name: str, metric: str, subset: str) -> str:
+    """dhrag minus ``name`` on ``metric`` and ``subset``, with its p-value; empty for dhrag."""
+    for row in run.get("focus", {}).get("rows", []):
+        if row["system"] == name and f"{metric}_{subset}_delta" in row:
+            return (f"{_signed(float(row[f'{metric}_{subset}_delta']))} "
+                    f"({_p(float(row[f'{metric}_{subset}_p']))})")
+    return ""
+
+
+def _label(label: str, run: Mapping[str, Any] | None, pattern: str) -> str:
+    """``label`` with ``{n}`` (the grid's size) and ``{name}`` (the chosen setting, when the
+    table shows one run) filled."""
+    if run is None:
+        return label.format(n="", name="").replace("best of , ", "best in each run, ")
+    n = sum(fnmatch.fnmatchcase(s["name"], pattern) for s in run["systems"])
+    chosen = _system(run, pattern)
+    name = f" `{chosen['name']}`" if chosen is not None and chosen["name"] != pattern else ""
+    return label.format(n=n, name=name)
+
+
+def _grid(runs: Sequence[tuple[str, Mapping[str, Any]]],
+          columns: Sequence[tuple[str, str, str]],
+          rows: Sequence[tuple[str, str]]) -> str:
+    """A table of systems (rows) by columns, for each run: (title, metric, subset) where
+    metric ``delta:M`` is dhrag minus the system on M. A row of a system no run holds is left
+    out; ``{n}``/``{name}`` in a label are filled from the only run, if there is one."""
+    head = ["system"] + [f"{t} {c}".strip() if i == 0 else c
+                         for t, _ in runs for i, (c, _, _) in enumerate(columns)]
+    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    for label, pattern in rows:
+        cells = []
+        held = False
+        for _, run in runs:
+            s = _system(run, pattern)
+            held = held or s is not None
+            for _, metric, subset in columns:
+                part = None if s is None else _part(s, subset)
+                if s is None or part is None:
+                    cells.append("-")
+                elif metric.startswith("delta:"):
+                    cells.append(_delta(run, s["name"], metric[6:], subset)
+                                 if s["name"] != "dhrag" else "")
+                else:
+                    text = f"{float(part[metric]):.3f}".lstrip("0")
+                    cells.append(f"**{text}**" if s["name"] == "dhrag" else text)
+        if held:
+            one = runs[0][1] if len(runs) == 1 else None
+            lines.append(f"| {_label(label, one, pattern)} | " + " | ".join(cells) + " |")
+    if len(runs) > 1:
+        chosen = [f"{title.rstrip(':')}: " + ", ".join(
+            f"`{found['name']}`" for _, pattern in rows if pattern.startswith("interp")
+            and (found := _system(run, pattern)) is not None) for title, run in runs]
+        if any(c.endswith("`") for c in chosen):
+            lines += ["", "The interpolations chosen (best of their settings in each run): "
+                      + "; ".join(chosen) + "."]
+    return "\n".join(lines)
+
+
+def plain_systems() -> str:
+    """Every system of the whole-set plain run, with dhrag's difference and p-values."""
+    columns = (("MRR@10", "MRR@10", "all"), ("nDCG@10", "nDCG@10", "all"),
+               ("R@10", "R@10", "all"), ("MRR@10, turn 5+", "MRR@10", "5+"),
+               ("dhrag vs it: dMRR@10 (p)", "delta:MRR@10", "all"),
+               ("dnDCG@10 (p)", "delta:nDCG@10", "all"))
+    return _grid([("", _load(DOCS / "benchmark.json"))], columns, PLAIN_ROWS)
+
+
+def interleaved_kinds() -> str:
+    """Every system of the whole-set interleaved runs, by kind of turn."""
+    columns = (("all", "MRR@10", "all"), ("first", "MRR@10", "first"),
+               ("continue", "MRR@10", "continue"), ("return", "MRR@10", "return"),
+               ("dhrag vs it, return (p)", "delta:MRR@10", "return"))
+    runs = [(title + ":", _load(whole)) for title, _, whole in CONFIGS[1:3] if whole is not None]
+    return _grid(runs, columns, INTERLEAVED_ROWS)
+
+
+def naming() -> str:
+    """Return turns of the whole-set interleaved runs split by whether the question names its
+    thread (``names_thread`` of ``benchmarks.interleave``)."""
+    runs = [(title + ":", _load(whole)) for title, _, whole in CONFIGS[1:3] if whole is not None]
+    columns = (("named", "MRR@10", "return (named)"),
+               ("dhrag vs it (p)", "delta:MRR@10", "return (named)"),
+               ("unnamed", "MRR@10", "return (unnamed)"),
+               ("dhrag vs it (p)", "delta:MRR@10", "return (unnamed)"))
+    sizes = []
+    for title, run in runs:
+        d = _system(run, "dhrag")
+        parts = [(_part(d, c[2]) or {}).get("n", 0) if d else 0 for c in columns[::2]]
+        sizes.append(f"{title.rstrip(':')} {int(parts[0]):,} named, {int(parts[1]):,} unnamed")
+    return _grid(runs, columns, NAMING_ROWS) + "\n\nReturn turns: " + "; ".join(sizes) + "."
+
+
 HISTORY_VARIED = DOCS / "results" / "history_micro_varied.json"
 HISTORY_SESSIONS = DOCS / "results" / "history_micro_varied_10k_sessions.json"
 
@@ -318,7 +489,10 @@ TABLES: dict[str, Callable[[], str]] = {"headline": headline, "whole_set": whole
                                         "frameworks": frameworks, "settings": settings,
                                         "rewriters": rewriters, "backends": backends,
                                         "crash": crash, "tune_half": tune_half,
-                                        "adapters": adapters}
+                                        "adapters": adapters,
+                                        "plain_systems": plain_systems,
+                                        "interleaved_kinds": interleaved_kinds,
+                                        "naming": naming}
 
 
 def _block(name: str) -> re.Pattern[str]:
