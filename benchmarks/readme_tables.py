@@ -347,6 +347,39 @@ def naming() -> str:
     return _grid(runs, columns, NAMING_ROWS) + "\n\nReturn turns: " + "; ".join(sizes) + "."
 
 
+SCENARIOS = DOCS / "scenarios" / "benchmark.json"
+
+
+def at_a_glance() -> str:
+    """dhrag, the thread oracle, the strongest simple baseline and the last turn on each
+    whole-set run and on the hand-written scenarios."""
+    def fig(run: Mapping[str, Any], pattern: str, kinds: Sequence[str]) -> str:
+        s = _system(run, pattern)
+        if s is None:
+            return "(= dhrag)" if pattern == "thread-oracle" else "-"
+        cells = [_part(s, k) for k in kinds]
+        return " / ".join(f"{float(c['MRR@10']):.3f}".lstrip("0") if c else "-" for c in cells)
+
+    sets = [("plain MTRAG (one conversation a session)", _load(DOCS / "benchmark.json"), ["all"])]
+    for _, _, whole in CONFIGS[1:3]:
+        if whole is not None:
+            n = _load(whole)["meta"]["config"]["interleave"]
+            sets.append((f"{n} conversations interleaved: all / return turns", _load(whole),
+                         ["all", "return"]))
+    scen = _load(SCENARIOS)
+    sets.append((f"hand-written topic switches ({scen['meta']['n_conversations']} "
+                 "conversations, below)", scen, ["all"]))
+    lines = ["| set | dhrag | thread oracle | best simple baseline (answer-aware interpolation + "
+             "dhrag's gate and lexical term, tuned) | last turn |", "|---|---|---|---|---|"]
+    for label, run, kinds in sets:
+        best = _system(run, BASELINE)
+        chosen = f" (`{best['name']}`)" if best is not None else ""
+        lines.append(f"| {label} | {fig(run, 'dhrag', kinds)} | "
+                     f"{fig(run, 'thread-oracle', kinds)} | {fig(run, BASELINE, kinds)}{chosen} | "
+                     f"{fig(run, 'last-turn', kinds)} |")
+    return "\n".join(lines)
+
+
 HISTORY_VARIED = DOCS / "results" / "history_micro_varied.json"
 HISTORY_SESSIONS = DOCS / "results" / "history_micro_varied_10k_sessions.json"
 
@@ -492,7 +525,7 @@ TABLES: dict[str, Callable[[], str]] = {"headline": headline, "whole_set": whole
                                         "adapters": adapters,
                                         "plain_systems": plain_systems,
                                         "interleaved_kinds": interleaved_kinds,
-                                        "naming": naming}
+                                        "naming": naming, "at_a_glance": at_a_glance}
 
 
 def _block(name: str) -> re.Pattern[str]:
