@@ -380,6 +380,24 @@ def at_a_glance() -> str:
     return "\n".join(lines)
 
 
+MPNET = DOCS / "results" / "mpnet_whole"
+MPNET_RUNS = (("plain", MPNET / "benchmark.json"),
+              ("3 threads", MPNET / "benchmark_interleaved_3.json"),
+              ("plain, report half", DOCS / "results" / "mpnet_report" / "benchmark_report.json"))
+"""all-mpnet-base-v2: the whole-set runs and the report half's (``--embedder mpnet``)."""
+MPNET_ROWS = (("the question alone (last turn)", "last-turn"),
+              ("last turn + a length prior (best of 3, tuned)", "last-turn-length-*"),
+              ("last turn + dhrag's lexical term", "last-turn-lex"),
+              ("best answer-aware interpolation + gate + lexical term (tuned)", BASELINE),
+              ("**dhrag, defaults untouched**", "dhrag"))
+
+
+def mpnet() -> str:
+    """dhrag with a second real embedder against the same baselines, every one of them run
+    with that embedder."""
+    return _table([(title, _load(path)) for title, path in MPNET_RUNS], MPNET_ROWS)
+
+
 HISTORY_VARIED = DOCS / "results" / "history_micro_varied.json"
 HISTORY_SESSIONS = DOCS / "results" / "history_micro_varied_10k_sessions.json"
 
@@ -525,7 +543,8 @@ TABLES: dict[str, Callable[[], str]] = {"headline": headline, "whole_set": whole
                                         "adapters": adapters,
                                         "plain_systems": plain_systems,
                                         "interleaved_kinds": interleaved_kinds,
-                                        "naming": naming, "at_a_glance": at_a_glance}
+                                        "naming": naming, "at_a_glance": at_a_glance,
+                                        "mpnet": mpnet}
 
 
 def _block(name: str) -> re.Pattern[str]:
