@@ -244,6 +244,11 @@ class Settings:
     follow_up_expansion: float = _knob(0.75, "retrieval", """``expansion`` for a follow-up that
         names nothing and stays in the latest turn's thread (``use_cues``): only the history
         says what it is about.""", low=0.0, high=100.0)
+    expansion_weights: str = _knob("absolute", "retrieval", """How the selected turns' weights
+        scale their pull on the expanded query: ``"share"`` divides each by their sum, so that
+        ``expansion`` is the history's whole weight however large relevances come out on the
+        embedder; ``"absolute"`` uses them as they are (their sum scales the pull).""",
+        choices=("share", "absolute"))
     rewrite_vector: bool = _knob(False, "retrieval", """Embed the rewritten query (one more
         encoding) as the base of the expanded query vector, instead of the raw query (on both
         paths: a knowledge base searched by text always gets the rewritten text).""")

@@ -204,8 +204,10 @@ def test_text_path_searches_the_rewrite_and_ranks_by_the_expanded_vector(
             calls.append((query, k))
             return super().search(query, k)
 
-    rag = DHRAG(Spy(FaissKnowledgeBase(KB, emb)), embedder=emb,  # vectors alone rank
-                settings=Settings(text_k=5, rewrite_vector=rewrite_vector, lexical_weight=0.0))
+    # vectors alone rank; the history's pull weak enough that the base vector decides
+    rag = DHRAG(Spy(FaissKnowledgeBase(KB, emb)), embedder=emb,
+                settings=Settings(text_k=5, rewrite_vector=rewrite_vector, lexical_weight=0.0,
+                                  follow_up_expansion=0.3))
     s1 = rag.select("u", "What is the Great Wall of China built of?")
     rag.record("u", s1.query, "Stone, brick and earth.", selection=s1)
     s2 = rag.select("u", "How long is it?")
@@ -216,7 +218,8 @@ def test_text_path_searches_the_rewrite_and_ranks_by_the_expanded_vector(
     # "How long is it?" names nothing and stays in the latest thread: follow_up_expansion
     expected = rag.history.calibration.invert(expand_vector(
         base, s2.history, cfg.follow_up_expansion,
-        lambda t: topic_vector(t, cfg.topic_answer_weight, cfg.topic_passage_weight)))
+        lambda t: topic_vector(t, cfg.topic_answer_weight, cfg.topic_passage_weight),
+        cfg.expansion_weights == "share"))
     np.testing.assert_allclose(s2.search_vector, expected, atol=1e-6)
     kb_items = [c for c in s2.context if c.source == "kb"]
     sims = [c.similarity for c in kb_items]
@@ -718,13 +721,17 @@ def test_follow_up_expansion_only_for_a_follow_up_in_the_latest_thread() -> None
                   else cfg.expansion)
         expected = rag.history.calibration.invert(expand_vector(
             rag.history.calibrate(emb.encode([query])[0]), s2.history, weight,
-            lambda t: topic_vector(t, cfg.topic_answer_weight, cfg.topic_passage_weight)))
+            lambda t: topic_vector(t, cfg.topic_answer_weight, cfg.topic_passage_weight),
+            cfg.expansion_weights == "share"))
         np.testing.assert_allclose(s2.search_vector, expected, atol=1e-6)
         return s2.search_vector
 
     assert not np.allclose(search_vector("How long is it?"),
                            search_vector("How long is it?", use_cues=False))
     search_vector("How long is the Great Wall of China?")
+    # the weights by their share or as they are: each checked above, and not the same vector
+    assert not np.allclose(search_vector("How long is it?", expansion_weights="share"),
+                           search_vector("How long is it?", expansion_weights="absolute"))
 
 
 def test_record_turns_checks_every_turn_before_storing_any() -> None:

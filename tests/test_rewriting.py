@@ -277,3 +277,28 @@ def test_a_question_naming_its_subject_in_a_cue_is_kept() -> None:
     history = [turn(0, "when did shakespeare write hamlet", "Around 1600.")]
     query = "how about romeo and juliet, when was that one written?"
     assert rewrite(query, history) == query
+
+
+def test_expansion_by_share_depends_on_how_weights_compare_not_on_their_size() -> None:
+    from dhrag_core.algorithm.rewriting import expand_vector
+
+    rng = np.random.default_rng(0)
+    q = rng.normal(size=4)
+    q /= np.linalg.norm(q)
+    topics = {i: rng.normal(size=4) for i in (1, 2)}
+
+    def expanded(weights: tuple[float, float], share: bool) -> np.ndarray:
+        history = [turn(i, f"q{i}", "a", weight=w) for i, w in zip((1, 2), weights)]
+        return expand_vector(q, history, 0.5, lambda t: topics[t.index], share)
+
+    # weights twice as large (relevances on a wider scale): the same vector by share ...
+    np.testing.assert_allclose(expanded((0.2, 0.4), True), expanded((0.4, 0.8), True))
+    # ... a stronger pull as they are
+    assert not np.allclose(expanded((0.2, 0.4), False), expanded((0.4, 0.8), False))
+    # by share the history's whole weight is the strength: one turn of any weight pulls alike
+    one = [turn(1, "q1", "a", weight=0.1)]
+    pulled = expand_vector(q, one, 0.5, lambda t: topics[1], True)
+    np.testing.assert_allclose(pulled, (q + 0.5 * topics[1]) / np.linalg.norm(q + 0.5 * topics[1]))
+    # weights that sum to nothing leave the query as it is
+    none = [turn(1, "q1", "a", weight=0.0)]
+    np.testing.assert_allclose(expand_vector(q, none, 0.5, lambda t: topics[1], True), q)

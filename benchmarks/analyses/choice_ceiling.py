@@ -190,7 +190,8 @@ def _choice(db: HistoryDatabase, session: str, kb: FaissKnowledgeBase, view: Ses
         if true is None and Counter(thread_of[t] for t in members).most_common(1)[0][0] == thread:
             true = i
         chosen = db.select_in_thread(session, qv, cid)
-        rows.append(expand_vector(qv, chosen, cfg.expansion, topic))
+        rows.append(expand_vector(qv, chosen, cfg.expansion, topic,
+                                  cfg.expansion_weights == "share"))
     found_rows = kb.search_vectors(np.stack(rows).astype(np.float32), 10)
     mrr = np.array([reciprocal_rank([p.key for p in r], relevant) for r in found_rows])
     return Choice(_chain_signals(cfg, kb, view, qv, found, question, words), true, mrr, kind,

@@ -264,16 +264,22 @@ def expand_vector(
     history: Sequence[SelectedTurn],
     strength: float,
     topic: Callable[[Turn], Vector] = topic_vector,
+    share: bool = False,
 ) -> Vector:
     """``normalise(q + strength * sum_j w_j * topic_j)`` over the selected turns.
 
     Topic vectors (query + answer + passages) rather than the turns' bare query vectors,
-    as answers and passages name what an elliptical query omits.
+    as answers and passages name what an elliptical query omits. ``share``: each ``w_j`` is
+    divided by their sum, so ``strength`` is the history's whole weight and the relevances'
+    size (which differs between embedders) sets only how it is shared.
     """
     if not history or strength == 0:
         return query
+    total = sum(s.weight for s in history) if share else 1.0
+    if not total > 0:
+        return query
     v = query.astype(np.float64).copy()
     for s in history:
-        v += strength * s.weight * topic(s.turn)
+        v += strength * (s.weight / total) * topic(s.turn)
     out: Vector = l2_normalise(v)[0]
     return out

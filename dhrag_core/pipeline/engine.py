@@ -313,9 +313,11 @@ class DHRAG(Closeable):
         def topic(t: Turn) -> Vector:
             return topic_vector(t, cfg.topic_answer_weight, cfg.topic_passage_weight)
 
-        rows = [expand_vector(base, threads[0], strength, topic)]
+        share = cfg.expansion_weights == "share"
+        rows = [expand_vector(base, threads[0], strength, topic, share)]
         if threads[0]:
-            rows += [expand_vector(centred, h, cfg.expansion, topic) for h in threads[1:] if h]
+            rows += [expand_vector(centred, h, cfg.expansion, topic, share)
+                     for h in threads[1:] if h]
             if cfg.search_raw_query:
                 rows.append(centred)
         return calibration.invert(np.stack(rows)).astype(np.float32, copy=False)
