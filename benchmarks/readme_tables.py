@@ -242,16 +242,17 @@ NAMING_ROWS = (
 
 def _part(system: Mapping[str, Any], subset: str) -> Mapping[str, Any] | None:
     """The figures of ``system`` on a subset: all, 5+ (turn depth), a kind of interleaved turn
-    (first / continue / return) or a naming split (``return (named)``)."""
+    (first / continue / return), a naming split (``return (named)``) or a scenario pattern."""
     part: Mapping[str, Any] | None
     if subset == "all":
         part = system["overall"]
     elif subset == "5+":
         part = system.get("by_depth", {}).get("5+")
     else:
-        part = (system.get("by_kind") or {}).get(subset)
-        if part is None:
-            part = (system.get("by_naming") or {}).get(subset)
+        for split in ("by_kind", "by_naming", "by_pattern"):
+            part = (system.get(split) or {}).get(subset)
+            if part is not None:
+                break
     return part
 
 
@@ -378,6 +379,33 @@ def at_a_glance() -> str:
                      f"{fig(run, 'thread-oracle', kinds)} | {fig(run, BASELINE, kinds)}{chosen} | "
                      f"{fig(run, 'last-turn', kinds)} |")
     return "\n".join(lines)
+
+
+SCENARIO_ROWS = (
+    ("last turn", "last-turn"),
+    ("last turn + dhrag's lexical term", "last-turn-lex"),
+    ("best answer-aware interpolation (best of {n} on this set{name})", "interp-qa-*"),
+    ("dhrag without cues (`use_cues=False`)", "dhrag-no-cues"),
+    ("dhrag without threads (`use_chains=False`)", "dhrag-no-chains"),
+    ("dhrag without recency (`use_recency=False`)", "dhrag-no-recency"),
+    ("**dhrag** (defaults)", "dhrag"),
+    ("thread oracle (reference: one session per topic)", "thread-oracle"),
+)
+PATTERNS = (("cue switch", "cue-switch"), ("named return", "named-return"),
+            ("unnamed return", "unnamed-return"), ("comparison", "comparison"),
+            ("drill-down", "drill-down"), ("unrelated, specified", "unrelated-specified"))
+
+
+def scenarios() -> str:
+    """The hand-written topic-switch scenarios by pattern (``--bench benchmarks/scenarios``)."""
+    run = _load(SCENARIOS)
+    dhrag = _system(run, "dhrag") or {}
+    sizes = {k: int(v["n"]) for k, v in (dhrag.get("by_pattern") or {}).items()}
+    columns = [(f"all ({run['meta']['n_evaluated']})", "MRR@10", "all")]
+    columns += [(f"{title} ({sizes.get(key, 0)})", "MRR@10", key) for title, key in PATTERNS]
+    columns.append(("dhrag vs it (p)", "delta:MRR@10", "all"))
+    return _grid([("", run)], columns, SCENARIO_ROWS).replace(
+        " on this set `", " on this set: `")
 
 
 MPNET = DOCS / "results" / "mpnet_whole"
@@ -544,7 +572,7 @@ TABLES: dict[str, Callable[[], str]] = {"headline": headline, "whole_set": whole
                                         "plain_systems": plain_systems,
                                         "interleaved_kinds": interleaved_kinds,
                                         "naming": naming, "at_a_glance": at_a_glance,
-                                        "mpnet": mpnet}
+                                        "mpnet": mpnet, "scenarios": scenarios}
 
 
 def _block(name: str) -> re.Pattern[str]:

@@ -239,12 +239,12 @@ class Settings:
     context_k: int = _knob(10, "retrieval", """Passages in the integrated context (at most
         ``max_passages``: a turn stores the passages it showed).""",
         low=1, high=10**6, integer=True)
-    expansion: float = _knob(0.5, "retrieval", """Weight of the selected history in the
+    expansion: float = _knob(0.4, "retrieval", """Weight of the selected history in the
         expanded query vector.""", low=0.0, high=100.0)
-    follow_up_expansion: float = _knob(0.75, "retrieval", """``expansion`` for a follow-up that
+    follow_up_expansion: float = _knob(0.6, "retrieval", """``expansion`` for a follow-up that
         names nothing and stays in the latest turn's thread (``use_cues``): only the history
         says what it is about.""", low=0.0, high=100.0)
-    expansion_weights: str = _knob("absolute", "retrieval", """How the selected turns' weights
+    expansion_weights: str = _knob("share", "retrieval", """How the selected turns' weights
         scale their pull on the expanded query: ``"share"`` divides each by their sum, so that
         ``expansion`` is the history's whole weight however large relevances come out on the
         embedder; ``"absolute"`` uses them as they are (their sum scales the pull).""",

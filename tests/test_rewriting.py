@@ -288,7 +288,7 @@ def test_expansion_by_share_depends_on_how_weights_compare_not_on_their_size() -
     topics = {i: rng.normal(size=4) for i in (1, 2)}
 
     def expanded(weights: tuple[float, float], share: bool) -> np.ndarray:
-        history = [turn(i, f"q{i}", "a", weight=w) for i, w in zip((1, 2), weights)]
+        history = [turn(i, f"q{i}", "a", weight=w) for i, w in zip((1, 2), weights, strict=True)]
         return expand_vector(q, history, 0.5, lambda t: topics[t.index], share)
 
     # weights twice as large (relevances on a wider scale): the same vector by share ...

@@ -211,8 +211,9 @@ def make_engine(
         # path (the default over a vector index) is tested in test_bridges and test_minilm
         kwargs.setdefault("search", "text")
         # a bag-of-words fake: re-ranked by the raw "How long is it?", "long" wins anywhere;
-        # the rewrite's vector carries the subject (real MiniLM: tests/test_engine.py)
-        kwargs.setdefault("settings", DHRAGSettings(rewrite_vector=True))
+        # the rewrite's vector carries the subject, with a light pull toward the history
+        # (real MiniLM: tests/test_engine.py)
+        kwargs.setdefault("settings", DHRAGSettings(rewrite_vector=True, follow_up_expansion=0.3))
         chosen = kwargs.pop("llm", llm)
         retriever = kwargs.pop("retriever", index.as_retriever(similarity_top_k=5))
         return DHRAGChatEngine.from_defaults(retriever, chosen, **kwargs)

@@ -135,7 +135,9 @@ def test_llamaindex_embedding_drives_dhrag(index: VectorStoreIndex,
                                            embed_model: DHRAGEmbedding) -> None:
     rag = build_dhrag(index.as_retriever(similarity_top_k=5),  # text path: another embedder
                       embedder=LlamaIndexEmbedder(embed_model),
-                      settings=Settings(rewrite_vector=True))  # bag-of-words fake: conftest
+                      # bag-of-words fake (conftest): a light pull, so the rewritten
+                      # question's own words rank
+                      settings=Settings(rewrite_vector=True, follow_up_expansion=0.3))
     rag.record("alice", "What is the Great Wall of China built out of?", "Stone and brick.")
     sel = rag.select("alice", "How long is it?")
     assert sel.context[0].passage.id == "wall-length"
@@ -199,7 +201,9 @@ def test_llm_rewriter_in_dhrag_survives_a_failing_llm(make_llm: Any, index: Vect
                                                       hashing: HashingEmbedder) -> None:
     rag = build_dhrag(index.as_retriever(similarity_top_k=5), embedder=hashing,
                       rewriter="llm", llm=make_llm(fail=True), search="text",
-                      settings=Settings(rewrite_vector=True))  # bag-of-words fake: conftest
+                      # bag-of-words fake (conftest): a light pull, so the rewritten
+                      # question's own words rank
+                      settings=Settings(rewrite_vector=True, follow_up_expansion=0.3))
     rag.record("a", "What is the Great Wall of China built out of?", "Stone.")
     sel = rag.select("a", "How long is it?")
     assert "wall" in sel.rewritten_query.lower()

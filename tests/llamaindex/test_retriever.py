@@ -17,7 +17,8 @@ WALL = "What is the Great Wall of China built out of?"
 def _retriever(index: VectorStoreIndex, hashing: HashingEmbedder, **kw: Any) -> DHRAGRetriever:
     kw.setdefault("session_id", "alice")
     kw.setdefault("search", "text")  # expectations for the text path over the hashing embedder
-    kw.setdefault("settings", Settings(rewrite_vector=True))  # the rewrite's vector: see conftest
+    # the rewrite's vector, a light pull toward the history: see conftest
+    kw.setdefault("settings", Settings(rewrite_vector=True, follow_up_expansion=0.3))
     return DHRAGRetriever.from_defaults(index.as_retriever(similarity_top_k=5),
                                         embedder=hashing, **kw)
 
