@@ -62,12 +62,13 @@ def _system(run: Mapping[str, Any], pattern: str) -> Mapping[str, Any] | None:
     return best
 
 
-def _vs_dhrag(run: Mapping[str, Any], name: str, subset: str) -> tuple[float, float] | None:
-    """dhrag's MRR@10 minus ``name``'s on ``subset`` and the p-value (signs flipped per
+def _vs_dhrag(run: Mapping[str, Any], name: str, subset: str,
+              metric: str = "MRR@10") -> tuple[float, float] | None:
+    """dhrag's ``metric`` minus ``name``'s on ``subset`` and the p-value (signs flipped per
     original conversation)."""
     for row in run.get("focus", {}).get("rows", []):
-        if row["system"] == name and f"MRR@10_{subset}_delta" in row:
-            return float(row[f"MRR@10_{subset}_delta"]), float(row[f"MRR@10_{subset}_p"])
+        if row["system"] == name and f"{metric}_{subset}_delta" in row:
+            return float(row[f"{metric}_{subset}_delta"]), float(row[f"{metric}_{subset}_p"])
     return None
 
 
@@ -80,9 +81,7 @@ def _signed(x: float) -> str:
 
 
 def _mrr(system: Mapping[str, Any], subset: str) -> float | None:
-    if subset == "all":
-        return float(system["overall"]["MRR@10"])
-    part = system.get("by_kind", {}).get(subset)
+    part = _part(system, subset)
     return None if part is None else float(part["MRR@10"])
 
 
@@ -257,12 +256,9 @@ def _part(system: Mapping[str, Any], subset: str) -> Mapping[str, Any] | None:
 
 
 def _delta(run: Mapping[str, Any], name: str, metric: str, subset: str) -> str:
-    """dhrag minus ``name`` on ``metric`` and ``subset``, with its p-value; empty for dhrag."""
-    for row in run.get("focus", {}).get("rows", []):
-        if row["system"] == name and f"{metric}_{subset}_delta" in row:
-            return (f"{_signed(float(row[f'{metric}_{subset}_delta']))} "
-                    f"({_p(float(row[f'{metric}_{subset}_p']))})")
-    return ""
+    """dhrag minus ``name`` on ``metric`` and ``subset``, with its p-value, as a cell."""
+    vs = _vs_dhrag(run, name, subset, metric)
+    return "" if vs is None else f"{_signed(vs[0])} ({_p(vs[1])})"
 
 
 def _label(label: str, run: Mapping[str, Any] | None, pattern: str) -> str:
