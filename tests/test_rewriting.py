@@ -145,6 +145,86 @@ def test_what_else_excludes_what_the_last_answer_named() -> None:
     assert rewrite("Who else was in the band?", inxs) == "Who else was in the band INXS?"
 
 
+# an answer that names a two-word name the "besides" rule could take
+EIFFEL = [turn(0, "When was the Eiffel Tower built?",
+               "From 1887 to 1889, as the entrance arch of the 1889 World's Fair in Paris.", 1.0)]
+HUTCHENCE = [turn(0, "Michael Hutchence", "Songwriting", 0.8),
+             turn(1, "What did he write?", "He wrote Need You Tonight with Andrew Farriss.", 1.0)]
+
+
+@pytest.mark.parametrize(("query", "expected"), [
+    # reciprocal, definite and comparative "other" / "another" / "more" exclude nothing
+    ("How do honey bees tell each other where flowers are?",
+     "How do honey bees tell each other where flowers are?"),
+    ("Do the ants help one another?", "Do the ants help one another?"),
+    ("How big are the other pyramids at Giza?", "How big are the other pyramids at Giza?"),
+    ("Is it more popular than the Louvre?", "Is the Eiffel Tower more popular than the Louvre?"),
+    ("How much more did it cost?", "How much more did the Eiffel Tower cost?"),
+    ("Is it taller than any other tower?", "Is the Eiffel Tower taller than any other tower?"),
+    ("Are there other towers like it?", "Are there other towers like the Eiffel Tower?"),
+    # a question on a subject of its own is no follow-up of the Eiffel Tower's answer
+    ("What else do honey bees eat?", "What else do honey bees eat?"),
+])
+def test_besides_only_where_the_question_asks_for_more(query: str, expected: str) -> None:
+    out = LightRewriter().rewrite(query, EIFFEL)
+    assert out.text == expected
+    assert "besides" not in out.text and "fair" not in out.added
+
+
+@pytest.mark.parametrize(("query", "expected"), [
+    ("What else did he write?", "What else did Michael Hutchence write besides Need You Tonight?"),
+    ("Any other songs?", "Any other songs besides Need You Tonight?"),
+    ("Did he have another hit?",
+     "Did Michael Hutchence have another hit besides Need You Tonight?"),
+    ("Did he write more than ten songs?", "Did Michael Hutchence write more than ten songs?"),
+    ("How did he meet the other members?", "How did Michael Hutchence meet the other members?"),
+    ("And what about Kylie Minogue, what else did she sing?",
+     "And what about Kylie Minogue, what else did she sing?"),
+])
+def test_besides_where_the_follow_up_asks_for_more(query: str, expected: str) -> None:
+    assert rewrite(query, HUTCHENCE) == expected
+
+
+def test_what_else_after_a_named_answer_still_excludes_it() -> None:
+    history = [turn(0, "Michael Hutchence", "Songwriting", 0.8),
+               turn(1, "Who did he write with?", "Mostly with Andrew Farriss.", 1.0)]
+    assert rewrite("What else did he write?", history) == (
+        "What else did Michael Hutchence write besides Andrew Farriss?")
+
+
+def test_a_question_with_a_subject_of_its_own_gets_no_name() -> None:
+    inxs = [turn(0, "INXS", "Early years", 0.8),
+            turn(1, "How did the band get started?",
+                 "Andrew Farriss and Michael Hutchence met at school in Sydney.", 1.0)]
+    for q in ("Who won the war of 1812?", "What happened at Chernobyl?",
+              "Which team won the game in Boston?"):
+        assert rewrite(q, inxs) == q
+    assert rewrite("What happened next?", inxs) == "What happened to INXS next?"
+    # the pronoun's antecedent is in the question itself
+    for q in ("How does a bee find its way home?", "What does a cat do when it is scared?",
+              "How do vaccines work and are they safe?",
+              "Where did Einstein work before he moved to the US?"):
+        assert rewrite(q, inxs) == q
+    assert rewrite("Did a critic review it?", inxs) == "Did a critic review INXS?"
+    # a first name of another person is not completed into the conversation's
+    zappa = [turn(0, "Frank Zappa", "Disbandment", 1.0)]
+    assert rewrite("Was Frank Sinatra a good singer?", zappa) == "Was Frank Sinatra a good singer?"
+    assert rewrite("Was Frank a good singer?", zappa) == "Was Frank Zappa a good singer?"
+
+
+def test_he_is_a_name_not_a_thing_of_one() -> None:
+    pinhead = [turn(0, "Pinhead (Hellraiser)", "Powers and abilities", 0.7),
+               turn(1, "What are Pinhead's limitations?",
+                    "He must be summoned by the Lament Configuration.", 1.0)]
+    assert rewrite("What kind of realities did he warp onto himself?", pinhead) == (
+        "What kind of realities did Pinhead warp onto himself?")
+
+
+def test_a_fragment_with_a_subject_of_its_own_is_no_ellipsis() -> None:
+    history = [turn(0, "What was Apple's revenue in 2018?", "$265 billion.")]
+    assert rewrite("What about the 2019 Mustang?", history) == "What about the 2019 Mustang?"
+    assert rewrite("and for the year 2020?", history) == "What was Apple's revenue in 2020?"
+
 def test_ordinals_take_the_item_the_last_answer_listed() -> None:
     assert rewrite("Who designed the second one?", LJUBLJANA[:1]) == (
         "Who designed Dragon Bridge?")

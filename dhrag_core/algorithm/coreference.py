@@ -369,7 +369,17 @@ _OBJECT_GAP = re.compile(r"\bit\s+(?:\w+\s+)?to\s+(?:build|make|buy|use|get|fix|
                          r"see|find|open|close|clean|install|replace|repair|finish|complete|"
                          r"cook|create|write|learn|read|watch|reach|sell|run|start)(?=\W*$)",
                          re.IGNORECASE)
-_CLAUSE = re.compile(r"[,;:?]|\b(?:and|but|or|if|when|because|so|then)\b", re.IGNORECASE)
+_CLAUSE = re.compile(r"[,;:?]|\b(?:and|but|or|if|when|because|so|then|before|after|while|"
+                     r"until|since|although|though|once|unless)\b", re.IGNORECASE)
+_SUBJECT = re.compile(
+    r"(?:^\W*(?:(?:how|why|what|where|when|which|who)\s+)?(?:does|do|did|is|are|was|were|can|"
+    r"could|will|would|should|may|might|must)|\b(?:if|when|whenever|once|because|since|after|"
+    r"before|until|while|although|though|and|but|or))\s+"
+    r"(?:(?P<one>an?)\s+(?-i:[a-z])[\w-]*|(?P<many>(?-i:[a-z])[\w-]*s))\b",
+    re.IGNORECASE,
+)
+"""A clause's lower-case subject that introduces a referent of the question's own: an
+indefinite ("how does a bee", "if a dog") or a bare plural ("how do vaccines")."""
 _ORDINAL = re.compile(r"\bthe\s+(first|second|third|fourth|fifth|last)(?:\s+one)?\b"
                       r"(?=\s*(?:[?.!,]|$|(?:in|of|on|about|for|from|with)\b))", re.IGNORECASE)
 _ORDINALS = {"first": 0, "second": 1, "third": 2, "fourth": 3, "fifth": 4, "last": -1}
@@ -396,8 +406,9 @@ def _possessive(text: str) -> str:
 
 def _agrees(expression: str, antecedent: Antecedent) -> bool:
     e = expression.lower()
-    if e in _PERSONAL:
-        return antecedent.kind == "name" or _is_capitalised(antecedent.text)
+    if e in _PERSONAL:  # a name, not a thing of one ("Apple's revenue")
+        return antecedent.kind == "name" or (_is_capitalised(antecedent.text)
+                                             and _is_capitalised(antecedent.text.split()[-1]))
     if e == "there":
         return antecedent.kind in {"name", "topic", "cue"} and _is_capitalised(antecedent.text)
     return antecedent.kind != "action" or e == "it"
@@ -465,6 +476,8 @@ def resolve(
     if _names(lead) and (_CLAUSE.search(lead) or _PERSONAL.get(expression.lower()) in (
             "possessive", "her") or _NEUTER.get(expression.lower()) == "possessive"):
         return None  # "Is Herpes lethal and how is it transmitted?": the name is the antecedent
+    if _own_subject(lead, expression):
+        return None  # "How does a bee find its way home?": the bee, not the conversation
     for a in agreeing:
         if a.kind == "action":
             head = query.rstrip()
@@ -473,6 +486,24 @@ def resolve(
         new = _replacement(query, m, a)
         return Resolution(query[:m.start()] + new + query[m.end():], expression, a)
     return None
+
+
+def _own_subject(lead: str, expression: str) -> bool:
+    """Whether ``lead``, the question before its referring ``expression``, has a subject of its
+    own for it: an indefinite for "its" / "itself" or for "it" in a later clause ("What does
+    a cat do when it is scared?"), a bare plural for "they" in a later clause ("How do vaccines
+    work and are they safe?"). Not in the same clause ("Did a critic review it?"), where the
+    pronoun is not the subject's."""
+    e = expression.lower()
+    for m in _SUBJECT.finditer(lead):
+        later = _CLAUSE.search(lead, m.end()) is not None
+        if m.group("one") and e in ("it", "its", "itself") and (later or e != "it"):
+            return True
+        many = m.group("many")
+        if (many and later and many.lower() not in _BOUNDARY | _DETERMINERS
+                and e in ("they", "them", "their", "themselves")):
+            return True
+    return False
 
 
 def complete_name(query: str, antecedent: Antecedent) -> str | None:
@@ -489,7 +520,7 @@ def complete_name(query: str, antecedent: Antecedent) -> str | None:
             i += 1
             continue
         start, end = ws[i].start(), ws[j - 1].end()
-        if not _key(query[start:end]) < antecedent.key:
+        if not _key(query[start:end]) < antecedent.key or _in_longer_name(query, ws, i, j):
             return None
         text = antecedent.text
         possessive = _POSSESSIVE.search(query[start:end])
@@ -501,6 +532,15 @@ def complete_name(query: str, antecedent: Antecedent) -> str | None:
             start = ws[i - 1].start()
         return query[:start] + text + query[end:]
     return None
+
+
+def _in_longer_name(text: str, ws: list[re.Match[str]], i: int, j: int) -> bool:
+    """Whether words ``i``..``j - 1`` of ``text`` are part of a longer capitalised name, the
+    sentence's first word aside: "Frank" in "Frank Sinatra" is not Frank Zappa."""
+    def joined(k: int) -> bool:
+        return (0 < k < len(ws) and not text[ws[k - 1].end():ws[k].start()].strip()
+                and _is_capitalised(ws[k].group()) and _is_capitalised(ws[k - 1].group()))
+    return joined(j) or (i > 1 and joined(i))
 
 
 def names_in(text: str) -> list[str]:

@@ -21,6 +21,7 @@ from dhrag_core.algorithm.coreference import (
     Antecedent,
     antecedents,
     complete_name,
+    cue_topic,
     is_topic,
     names_in,
     phrase_key,
@@ -28,7 +29,7 @@ from dhrag_core.algorithm.coreference import (
     resolve,
 )
 from dhrag_core.algorithm.hierarchy import topic_vector
-from dhrag_core.embedding import l2_normalise, tokens
+from dhrag_core.embedding import l2_normalise, token_set, tokens
 from dhrag_core.records import SelectedTurn, Turn, Vector
 
 __all__ = ["LightRewriter", "QueryRewriter", "Rewrite", "expand_vector", "is_incomplete"]
@@ -76,8 +77,12 @@ _REFERRING = frozenset(
 def is_incomplete(query: str, max_content_words: int = 2) -> bool:
     """Whether a query leans on the conversation: a referring word ("it", "they", "that",
     "one"...) or almost no content words ("and the second?", "why?")."""
-    words = re.findall(r"[a-z']+", query.lower())
+    words = re.findall(r"[a-z']+", _RECIPROCAL.sub(" ", query.lower()))
     return bool(_REFERRING.intersection(words)) or len(tokens(query)) <= max_content_words
+
+
+_RECIPROCAL = re.compile(r"\b(?:each\s+other|one\s+another)\b")
+""""Tell each other", "help one another": reciprocal, they refer to nothing earlier."""
 
 
 _CATEGORY = re.compile(
@@ -85,7 +90,7 @@ _CATEGORY = re.compile(
     r"company|team|club|game|record|tour|party|organi[sz]ation|church|city|town|school|"
     r"university|magazine|newspaper|festival|war|campaign|project|episode|season|character|"
     r"lawsuit|label|duo|trio|machine|device|product|app|service|policy|plan|account|card)\b"
-    r"(?!\s+(?:of\s+)?(?-i:[A-Z]))",
+    r"(?!\s+(?:of\b|(?-i:[A-Z])))",
     re.IGNORECASE,
 )
 _HAPPENED = re.compile(r"^\W*(?:so\s+|and\s+)?what\s+(?:happened|happens|happen)\b(?!\s+to\b)",
@@ -116,8 +121,9 @@ class LightRewriter:
     (``dhrag_core.algorithm.coreference``); "what happened" and "the band" get that phrase as their
     complement, a short form of it is written in full; a fragment ("and in 2019?") replaces
     the year of the last question; an incomplete question made of the history's words gets
-    "Regarding <phrase>, ..."; "what else" excludes the name the last answer gave. A query
-    that names what it is about is returned unchanged.
+    "Regarding <phrase>, ..."; a follow-up asking for more ("what else", "any other songs")
+    excludes the name the last answer gave. A query that names what it is about is returned
+    unchanged.
 
     ``mode="append"``: the history's salient words that the query lacks are appended in
     parentheses, weighted by the history weight of their turn (the response at
@@ -166,7 +172,7 @@ class LightRewriter:
             full = complete_name(query, top)  # "Was David a good writer?": David Simon
             return Rewrite(query) if full is None else _rewrite(query, full, None, top)
         m = _HAPPENED.match(query) or _CATEGORY.search(query)
-        if m is not None:
+        if m is not None and not _names_new(query, history):
             joiner = " to " if m.re is _HAPPENED else " "
             text = f"{query[:m.end()]}{joiner}{top.text}{query[m.end():]}"
             return _rewrite(query, text, None, top)
@@ -219,21 +225,105 @@ def _key_words(text: str) -> set[str]:
     return {w.lower() for w in re.findall(r"[A-Za-z0-9]+", text)}
 
 
+def _seen(history: Sequence[SelectedTurn]) -> set[str]:
+    """The stemmed content words of the selected turns' questions and answers."""
+    out: set[str] = set()
+    for s in history:
+        out |= token_set(s.turn.query) | token_set(s.turn.response)
+    return out
+
+
+def _names_new(query: str, history: Sequence[SelectedTurn]) -> bool:
+    """Whether ``query`` names something the selected turns never mention ("What happened at
+    Chernobyl?"): its subject is its own, not the conversation's."""
+    found = names_in(query)
+    seen = _seen(history) if found else set()
+    return any(not token_set(n) & seen for n in found)
+
+
 def _rewrite(query: str, text: str, replaced: str | None, a: Antecedent) -> Rewrite:
     present = set(tokens(query))
     added = tuple(dict.fromkeys(w for w in tokens(text) if w not in present))
     return Rewrite(text, added, replaced, a.text)
 
 
-_ELSE = re.compile(r"\b(?:else|other|another|more|additional)\b", re.IGNORECASE)
+_ELSE = re.compile(r"\b(else|other|another|more|additional)\b", re.IGNORECASE)
 _EXCEPT = re.compile(r"\b(?:besides|except|other\s+than|aside\s+from|apart\s+from)\b",
                      re.IGNORECASE)
+_DEFINITE = frozenset({"the", "this", "that", "these", "those", "his", "her", "its", "their",
+                       "my", "your", "our", "each", "every"})
+"""Before "other": a definite or reciprocal "other" ("the other pyramids", "his other band",
+"each other") is the rest of a set, not an exclusion of what the last answer named."""
+_LIKE = re.compile(r"\b(?:like|similar\s+to|such\s+as)\b", re.IGNORECASE)
+"""After "other": the question names its own point of comparison ("other towers like it")."""
+_MORE_AFTER = frozenset({"any", "some", "what"})
+"""Before "more": "any more awards", "what more"; elsewhere "more" is mostly a comparative
+("more popular", "how much more")."""
+
+
+def _asks_for_more(query: str) -> re.Match[str] | None:
+    """The word by which ``query`` asks for more of what was answered ("what else", "any other
+    songs", "another hit", "any more awards"); ``None`` for a reciprocal ("each other", "one
+    another"), a definite ("the other pyramids"), a comparative ("more than", "more popular",
+    "taller than any other"), a comparison ("other towers like it") or an exception already
+    written ("other than", "or else")."""
+    for m in _ELSE.finditer(query):
+        word = m.group(1).lower()
+        lead = re.findall(r"[\w']+", query[:m.start()].lower())[-2:]
+        after = re.match(r"\W*([\w']+)", query[m.end():])
+        prev = lead[-1] if lead else ""
+        nxt = after.group(1).lower() if after else ""
+        if nxt == "than" or "than" in lead:
+            continue
+        if word == "else":
+            ok = prev != "or"
+        elif word == "more":
+            ok = prev in _MORE_AFTER
+        elif word == "another":
+            ok = prev != "one" and not _LIKE.search(query, m.end())
+        else:
+            ok = (prev not in _DEFINITE and not prev.endswith("'s") and nxt != "words"
+                  and not _LIKE.search(query, m.end()))
+        if ok:
+            return m
+    return None
+
+
+_DEMONSTRATIVE = frozenset({"this", "these", "those"})
+"""Words by which a question points at the conversation ("during this time"); not "that",
+mostly a relative pronoun ("what else do bees eat that is sweet?")."""
+
+
+def _follows_on(query: str, out: Rewrite, history: Sequence[SelectedTurn],
+                asked: re.Match[str]) -> bool:
+    """Whether ``query`` continues the selected history: the rewrite tied it to the
+    conversation, it refers to it ("he", "this time"), or its content words (the kind asked
+    for, as in "other *songs*", aside) are none or some of the history's. A question on a
+    subject of its own ("what else do honey bees eat?", "back to X, ...") is no follow-up."""
+    if cue_topic(query)[0] is not None:
+        return False
+    if (out.antecedent is not None or referring_expression(query)
+            or _DEMONSTRATIVE.intersection(_key_words(query))):
+        return True
+    key = phrase_key(query)
+    kind: set[str] = set()
+    for w in re.findall(r"[\w']+", query[asked.end():]):
+        if w.lower() not in key:
+            break
+        kind.add(w.lower())
+    own = token_set(" ".join(key - kind - _DISCOURSE))
+    if not own:
+        return True
+    return bool(own & _seen(history))
 
 
 def _besides(query: str, out: Rewrite, history: Sequence[SelectedTurn]) -> Rewrite:
     """"What else...?" excludes what the last answer named: "... besides Andrew Farriss?"
-    (a name of two words or more, not already in the question)."""
-    if not _ELSE.search(query) or _EXCEPT.search(out.text):
+    (a name of two words or more, not already in the question), when the question asks for
+    more of the same (``_asks_for_more``) and follows on the selected history."""
+    asked = _asks_for_more(query)
+    if (asked is None or _EXCEPT.search(out.text)
+            or not _follows_on(query, out, history, asked)):
         return out
     last = max(history, key=lambda s: s.turn.index).turn
     own = phrase_key(out.text)
@@ -251,10 +341,12 @@ def _besides(query: str, out: Rewrite, history: Sequence[SelectedTurn]) -> Rewri
 
 def _replace_slot(last: str, fragment: str) -> str | None:
     """``last`` with its year replaced by the year of ``fragment`` ("and in 2019?");
-    ``None`` when either has none."""
+    ``None`` when either has none, or when ``fragment`` names something ``last`` does not
+    ("what about the 2019 Mustang?": a subject of its own, not only another year)."""
     year = _YEAR.search(fragment)
     old = _YEAR.search(last)
-    if year and old:
+    rest = set(tokens(_YEAR.sub(" ", fragment))) - set(tokens(last)) - {"year"}
+    if year and old and not rest:
         return last[:old.start()] + year.group() + last[old.end():]
     return None
 
