@@ -107,6 +107,23 @@ def _parser() -> argparse.ArgumentParser:
     run.add_argument("--answers", choices=ANSWERS, default="dataset",
                      help="the answer each turn records: the dataset's (default) or the first "
                           "sentence of the passage the system ranked first (no dataset answer)")
+    topics = sub.add_parser(
+        "topics", help="history selection on human topic labels (TopiOCQA)")
+    topics.add_argument("--data", type=Path, default=None,
+                        help="TopiOCQA train JSON (default: "
+                             "../shared/data/topiocqa/topiocqa_train.json.gz)")
+    topics.add_argument("--cache", type=Path, default=None,
+                        help="cache root for the turn embeddings (default: ~/.cache/dhrag)")
+    topics.add_argument("--split", choices=("tune", "report", "all"), default="tune",
+                        help="even conversation numbers (tune, default) or odd (report)")
+    topics.add_argument("--conversations", type=int, default=None,
+                        help="the first N conversations of the split (default: all)")
+    topics.add_argument("--set", nargs="*", default=[], metavar="KEY=VALUE",
+                        help="settings to change")
+    topics.add_argument("--out", type=Path, default=None,
+                        help="folder for topics_<split>.json (default: print only)")
+    topics.add_argument("-v", "--verbose", action="store_true", help="debug logging")
+    topics.set_defaults(imports=[])
     rerun = sub.add_parser(
         "rerun", help="run again what wrote each report JSON (its stored config), in place")
     _common(rerun)
@@ -327,6 +344,12 @@ def _main(args: argparse.Namespace) -> int:
         return _list()
     if args.command == "rerun":
         return _rerun(args)
+    if args.command == "topics":
+        from benchmarks.topic_selection import main_args
+
+        args.argv = list(sys.argv[2:])
+        main_args(args)
+        return 0
     if args.command == "interleave":
         data, _, bench = _paths(args)
         _ensure_converted(data, bench, explicit=args.bench is not None,

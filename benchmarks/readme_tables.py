@@ -558,6 +558,43 @@ def settings() -> str:
     return "\n".join(lines[1:])
 
 
+TOPICS = DOCS / "results" / "topics"
+
+
+def topics() -> str:
+    """History selection on TopiOCQA's report half (``python -m benchmarks topics``): the
+    fitted thread decision, the former one (``thread_scores/``) and the rules, by turn kind."""
+    fitted = json.loads((TOPICS / "topics_report.json").read_text("utf-8"))["summary"]
+    former = json.loads((TOPICS / "thread_scores" / "topics_report.json").read_text("utf-8"))[
+        "summary"]
+    rows = [("the previous turn", fitted, "previous"),
+            ("the nearest earlier turn (question cosine)", fitted, "nearest"),
+            ("dhrag, thread scores (`thread_decision=\"scores\"`, before)", former, "dhrag"),
+            ("**dhrag, fitted thread decision (default)**", fitted, "dhrag"),
+            ("topic oracle (every earlier turn of the topic; reference)", fitted, "oracle")]
+
+    def f(x: float | None) -> str:
+        return "-" if x is None else f"{x:.3f}".lstrip("0").replace("-0.", "-.")
+
+    head = (f"| TopiOCQA report half | same topic ({fitted['same']['turns']:,}): P@1 | "
+            f"precision | return ({fitted['return']['turns']:,}): P@1 | precision | "
+            f"new topic ({fitted['new']['turns']:,}): given history | turns given |")
+    lines = [head, "|---|---|---|---|---|---|---|"]
+    for label, summary, key in rows:
+        same, back, new = (summary[k][key] for k in ("same", "return", "new"))
+        lines.append(f"| {label} | {f(same['P@1'])} | {f(same['precision'])} | "
+                     f"{f(back['P@1'])} | {f(back['precision'])} | "
+                     f"{f(new['given history'])} | {new['selected per turn']:.2f} |")
+    p = fitted["return"]["p (dhrag vs rule, P@1)"]["nearest"]
+    gap = fitted["return"]["dhrag"]["P@1"] - fitted["return"]["nearest"]["P@1"]
+    lines += ["", f"{fitted['conversations']:,} conversations. P@1: the first turn handed on "
+              "has the question's topic; precision: the share of all turns handed on that have "
+              f"it. On returns the fitted decision is {f(gap)} against the nearest earlier "
+              f"turn (p {'< .001' if p < 0.001 else '= ' + f(p)}, paired sign flips by "
+              "conversation)."]
+    return "\n".join(lines)
+
+
 TABLES: dict[str, Callable[[], str]] = {"headline": headline, "whole_set": whole_set,
                                         "top_passage_answers": top_passage_answers,
                                         "history_varied": history_varied,
@@ -568,7 +605,8 @@ TABLES: dict[str, Callable[[], str]] = {"headline": headline, "whole_set": whole
                                         "plain_systems": plain_systems,
                                         "interleaved_kinds": interleaved_kinds,
                                         "naming": naming, "at_a_glance": at_a_glance,
-                                        "mpnet": mpnet, "scenarios": scenarios}
+                                        "mpnet": mpnet, "scenarios": scenarios,
+                                        "topics": topics}
 
 
 def _block(name: str) -> re.Pattern[str]:

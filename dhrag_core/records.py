@@ -274,6 +274,10 @@ class SelectedTurn:
     cluster_label: str
     summary: str | None
     chain_id: int
+    on_topic: bool = True
+    """False: the turn moves the retrieval but is not handed to the LLM (``Selection.history``
+    leaves it out): it relates neither to the query nor to the topic of the turn the query
+    continues (``Settings.thread_decision="fitted"``)."""
 
 
 @dataclass(frozen=True)

@@ -209,6 +209,13 @@ class Settings:
         x its recency).""", low=0.0, high=10.0)
     thread_half_life: float = _knob(2.0, "threads", """Turns of the session after which that
         bonus halves.""", low=1e-9, high=math.inf)
+    thread_decision: str = _knob("fitted", "threads", """How T* is chosen: ``"fitted"``
+        (``algorithm.topic_shift``: a question stays with the latest answered turn's thread,
+        goes back to the earlier thread it matches best, or starts a new topic and is given
+        no history, by a small decision fitted on human topic labels; unanswered turns anchor
+        nothing and are not handed on) or ``"scores"`` (the thread score alone: relevance plus
+        ``thread_recency``, with ``thread_switch`` and ``follow_up_margin``).""",
+        choices=("fitted", "scores"))
     thread_link: float | None = _knob(0.3, "threads", """A new turn joins the thread chosen for
         its query when the query matched that thread this well (else it links by its topic
         vector, ``chain_threshold``); ``None`` links by topic vector only.""",

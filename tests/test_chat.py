@@ -63,7 +63,9 @@ def chat(tmp_path: Path, kb: Path, stdin: str, *args: str, store: bool = True,
             "HF_HUB_OFFLINE": "1"}
     cmd = [sys.executable, "-m", "dhrag_core.app.cli", "chat", "--kb", str(kb), *args]
     if "--embedder" not in args:
-        cmd += ["--embedder", "hashing"]
+        # hashing vectors carry no meaning for the fitted thread decision (fitted on MiniLM
+        # features of real conversations): the thread-score rule these tests were written for
+        cmd += ["--embedder", "hashing", "--thread-decision", "scores"]
     if store:
         cmd += ["--store", f"sqlite:///{tmp_path / 'chat.db'}"]
     proc = subprocess.run(cmd, input=stdin, capture_output=True, text=True, timeout=120,

@@ -318,8 +318,9 @@ def test_real_conversation_topic_switch_and_return_selects_the_right_turns() -> 
 @pytest.mark.parametrize("on", [True, False])
 def test_use_integration_merges_history_passages_into_the_context(on: bool) -> None:
     emb = HashingEmbedder()
+    # thread scores: on hashing vectors the fitted decision reads this switch as a new topic
     rag = DHRAG(FaissKnowledgeBase(KB, emb), embedder=emb,
-                settings=Settings(use_integration=on))
+                settings=Settings(use_integration=on, thread_decision="scores"))
     care = Passage("Guinea pigs need vitamin C every day, from peppers or kale.", id="care")
     sel = rag.select("u", "What do guinea pigs need every day?")
     rag.record("u", sel.query, "Vitamin C.", passages=[care])
@@ -502,8 +503,10 @@ def test_the_clarity_gate_ranks_a_clear_query_by_itself_and_expands_the_others()
 
     def engine(threshold: float | None) -> tuple[DHRAG, _RowCounter]:
         kb = _RowCounter(FaissKnowledgeBase(KB, emb))
+        # thread scores: the fitted decision gives a clear new question no history at all
         rag = DHRAG(kb, embedder=emb, settings=Settings(clarity_threshold=threshold,
-                                                         thread_variants=1))
+                                                         thread_variants=1,
+                                                         thread_decision="scores"))
         rag.record("u", "What is the Great Wall of China built of?", "Stone, brick and earth.")
         return rag, kb
 
@@ -710,9 +713,11 @@ def test_follow_up_expansion_only_for_a_follow_up_in_the_latest_thread() -> None
     emb = HashingEmbedder()
 
     def search_vector(query: str, **changes: object) -> np.ndarray:
+        # thread scores: every selected turn is shown there, so s2.history is what expands
         rag = DHRAG(FaissKnowledgeBase(KB, emb), embedder=emb,
                     settings=Settings(expansion=0.5, follow_up_expansion=2.0,
-                                      clarity_threshold=None, **changes))
+                                      clarity_threshold=None, thread_decision="scores",
+                                      **changes))
         s1 = rag.select("u", "What is the Great Wall of China built of?")
         rag.record("u", s1.query, "Stone, brick and earth.", selection=s1)
         s2 = rag.select("u", query)

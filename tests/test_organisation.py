@@ -256,7 +256,9 @@ RETURN = "Which vegetables are safe for guinea pigs?"
 
 
 def _switch_and_return(settings: Settings, clock: FakeClock) -> HistoryDatabase:
-    db = HistoryDatabase(embedder=HashingEmbedder(), clock=clock, settings=settings)
+    # the thread-score rules (thread_switch, recency bonus, hedging) on hashing vectors
+    db = HistoryDatabase(embedder=HashingEmbedder(), clock=clock,
+                         settings=settings.with_(thread_decision="scores"))
     for q, a in GUINEA + BONDS:
         db.add("s", q, [a], a)
     return db
@@ -280,8 +282,10 @@ def test_every_turn_of_the_thread_is_weighed_not_only_the_matched_ones(
             ("Do guinea pigs need vitamin C?", "Guinea pigs need vitamin C every day.")]
 
     def picked(tree_turns: int) -> list[str]:
+        # thread scores: the fitted decision also drops turns unrelated to the query
         db = HistoryDatabase(embedder=HashingEmbedder(), clock=clock,
-                             settings=Settings(history_turns=3, tree_turns=tree_turns))
+                             settings=Settings(history_turns=3, tree_turns=tree_turns,
+                                               thread_decision="scores"))
         for q, a in GUINEA + more + BONDS:
             db.add("s", q, [a], a)
         return [p.turn.query for p in db.select("s", RETURN)]
@@ -299,7 +303,9 @@ def test_root_weight_keeps_the_turn_that_opened_the_thread(clock: FakeClock) -> 
 
     def picked(**changes: float) -> list[SelectedTurn]:
         db = HistoryDatabase(embedder=HashingEmbedder(), clock=clock,
-                             settings=Settings().with_(**{"history_turns": 1, **changes}))
+                             settings=Settings().with_(**{"history_turns": 1,
+                                                          "thread_decision": "scores",
+                                                          **changes}))
         for q, a in BONDS + GUINEA + more:
             db.add("s", q, [a], a)
         return db.select("s", query)
@@ -356,7 +362,8 @@ def test_use_recency_off_drops_the_recent_threads_bonus_in_the_thread_choice(
 
     def t_star(recency: bool) -> set[str]:
         db = HistoryDatabase(embedder=_fixed_embedder(table), clock=clock,
-                             settings=Settings(use_recency=recency, use_cues=False,
+                             settings=Settings(thread_decision="scores",
+                                               use_recency=recency, use_cues=False,
                                                calibrate=False))
         for question, answer in [("walls of stone", "stone walls answer")] * 2 + [
                 ("bond coupons", "coupon answer")] * 2:
@@ -380,7 +387,7 @@ def test_a_follow_up_joins_the_thread_its_query_continues(clock: FakeClock) -> N
 
     def chain_of_follow_up(link: float | None) -> bool:
         db = HistoryDatabase(embedder=_fixed_embedder(table), clock=clock,
-                             settings=Settings(thread_link=link))
+                             settings=Settings(thread_link=link, thread_decision="scores"))
         first = db.add("s", "first question", [], "first answer").turn
         follow = db.add("s", "follow-up", [], "answer about something else").turn
         return first.chain_id == follow.chain_id

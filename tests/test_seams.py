@@ -56,8 +56,10 @@ class EveryTurnAlone:
 
 
 def _session(clock: FakeClock, **policies: object) -> HistoryDatabase:
+    # the thread-score rule on hashing vectors: the policies replace its choice
     db = HistoryDatabase(embedder=HashingEmbedder(), clock=clock,
-                         settings=Settings(history_turns=3), **policies)  # type: ignore[arg-type]
+                         settings=Settings(history_turns=3, thread_decision="scores"),
+                         **policies)  # type: ignore[arg-type]
     for q, a in GUINEA + BONDS:
         db.add("s", q, [a], a)
     return db

@@ -163,8 +163,9 @@ TABLE = {"walls of stone": WALLS, "stone walls answer": WALLS, "bond coupons": B
 
 
 def _thread_of(query: str, clock: FakeClock, **changes: object) -> set[str]:
-    db = HistoryDatabase(embedder=fixed(TABLE), clock=clock,
-                         settings=Settings(calibrate=False).with_(**changes))
+    # the knobs of the thread score (thread_decision="scores")
+    db = HistoryDatabase(embedder=fixed(TABLE), clock=clock, settings=Settings(
+        calibrate=False, thread_decision="scores").with_(**changes))
     for question, answer in [("walls of stone", "stone walls answer")] * 2 + [
             ("bond coupons", "coupon answer")] * 2:
         db.add("s", question, [], answer)

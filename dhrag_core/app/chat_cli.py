@@ -221,6 +221,9 @@ def add_chat_arguments(parser: argparse.ArgumentParser) -> None:
                         help="passage size of .txt/.md files, lower end in words (default 120)")
     parser.add_argument("--max-words", type=int, default=200,
                         help="passage size limit in words (default 200)")
+    parser.add_argument("--thread-decision", choices=("fitted", "scores"), default="fitted",
+                        help="how the earlier topic a question continues is chosen "
+                             "(Settings.thread_decision; default fitted)")
     parser.add_argument("--embedder", choices=("minilm", "hashing"), default="minilm",
                         help=argparse.SUPPRESS)
 
@@ -329,7 +332,8 @@ def run_chat(args: argparse.Namespace, stdin: TextIO | None = None,
             default_session(args.kb) if args.session is None else args.session)
         embedder: Embedder = HashingEmbedder() if args.embedder == "hashing" else MiniLMEmbedder()
         store = _store_url(args.store)
-        history = HistoryDatabase(embedder=embedder, store=store)
+        history = HistoryDatabase(embedder=embedder, store=store,
+                                  settings=Settings(thread_decision=args.thread_decision))
         earlier = history.size(session_id)  # fails fast on a bad store
         with exit_on_interrupt("dhrag chat"):
             warm_up(embedder, "dhrag chat")

@@ -25,7 +25,7 @@ from dhrag_core.closing import Closeable
 from dhrag_core.embedding import Embedder, MiniLMEmbedder, encode_checked
 from dhrag_core.history.inputs import check_passages, check_timestamp, check_vector, encode_turn
 from dhrag_core.history.policy import ChainPolicy, SessionView, ThreadPolicy
-from dhrag_core.history.selection import Selector
+from dhrag_core.history.selection import Selector, ThreadDecision
 from dhrag_core.history.session import SessionState
 from dhrag_core.history.sessions import SessionCache
 from dhrag_core.history.update import AddResult, UpdateRule, rank_by_weight
@@ -245,9 +245,10 @@ class HistoryDatabase(Closeable):
         turn of the best chain T*, and the latest turn (elliptical follow-ups); each is
         weighed like the update rule, ``alpha * relevance + (1 - alpha) * recency``, with
         recency counted in turns of T*, and the ``history_turns`` best are kept. The ablation
-        switches of ``Settings`` apply here.
+        switches of ``Settings`` apply here. Only the turns handed to the LLM
+        (``SelectedTurn.on_topic``; ``select_threads`` gives every one).
         """
-        return self.select_threads(session_id, query, 1)[0]
+        return [t for t in self.select_threads(session_id, query, 1)[0] if t.on_topic]
 
     def select_threads(
         self, session_id: str, query: str | Vector, n: int, *, follow_up: bool | None = None,
@@ -295,6 +296,16 @@ class HistoryDatabase(Closeable):
             ranked, _ = self._selector.threads(s, qv, follow_up=is_follow_up(text),
                                                limit=limit, query=text)
             return list(ranked)
+
+    def thread_decision(self, session_id: str, query: str) -> ThreadDecision | None:
+        """What the fitted thread decision (``Settings.thread_decision``) makes of ``query``
+        and what it read (``selection.ThreadDecision``); ``None`` where it does not apply.
+        For analyses and the fit of its constants."""
+        check_session_id(session_id)
+        qv = self._query_vector(query)
+        s = self._session(session_id)
+        with s.lock:
+            return self._selector.shift(s, qv, query, is_follow_up(query))
 
     def select_in_thread(self, session_id: str, query: str | Vector,
                          thread: int) -> list[SelectedTurn]:

@@ -8,7 +8,9 @@ the ``history_turns`` best kept.
 
 from __future__ import annotations
 
+import heapq
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass, replace
 
 import numpy as np
 
@@ -16,18 +18,62 @@ from dhrag_core.algorithm import scoring
 from dhrag_core.algorithm.discourse import is_follow_up
 from dhrag_core.algorithm.hierarchy import TreeMatch
 from dhrag_core.algorithm.summaries import Summariser
+from dhrag_core.algorithm.topic_shift import (
+    Shift,
+    back_reference,
+    decide,
+    is_unanswered,
+    shift_features,
+    turn_words,
+)
 from dhrag_core.history.labels import cluster_labels, summary_text
 from dhrag_core.history.policy import SessionView, ThreadPolicy
 from dhrag_core.history.session import SessionState, Threads
 from dhrag_core.records import SelectedTurn, Vector
 from dhrag_core.settings import Settings
 
-__all__ = ["Selector", "hedged_threads"]
+__all__ = ["Selector", "ThreadDecision", "hedged_threads"]
 
 Clock = Callable[[], float]
 
 _CHAIN_WINDOW = 64  # latest turns of a thread weighed for selection
 _THREADS_RANKED = 8  # threads ranked per query (the rest need no order)
+_SHIFT_WINDOW = 64  # latest turns of the session the thread decision reads
+_UNRELATED = 0.25  # calibrated similarity below which a turn tells nothing of the query
+_COHERENT = 0.5  # ...at or below which a turn's topic is not its anchor's
+
+
+@dataclass(frozen=True)
+class ThreadDecision:
+    """The fitted thread decision for one query and what it read: the earlier answered turns
+    (ids, oldest first), their question and answer similarities to the query, their threads,
+    and the features; ``anchor`` is the id of the turn the query continues."""
+
+    shift: Shift
+    anchor: str | None
+    turn_ids: tuple[str, ...]
+    features: np.ndarray
+    question_sims: np.ndarray
+    answer_sims: np.ndarray
+    threads: np.ndarray
+
+
+def _relates(s: SessionState, t: SelectedTurn, qv: Vector) -> bool:
+    """Whether a selected turn's question or answer relates to the query (calibrated
+    similarity above ``_UNRELATED``): one that does not is stale in a drifting thread, whatever
+    its recency."""
+    sims = [float(s.queries.rows([t.turn.turn_id])[0] @ qv)]
+    if t.turn.response_vector is not None:
+        sims.append(float(t.turn.response_vector @ qv))
+    return max(sims) > _UNRELATED
+
+
+def _coherent(s: SessionState, t: SelectedTurn, anchor: str) -> bool:
+    """Whether a selected turn's topic vector is the anchor's topic (calibrated similarity
+    above ``_COHERENT``): a turn of a thread's older topic that shares a word with the query
+    ("built") moves the retrieval but is not handed to the LLM."""
+    topics = s.tree.topic_rows([t.turn.turn_id, anchor])
+    return float(topics[0] @ topics[1]) > _COHERENT
 
 
 def hedged_threads(threads: Sequence[tuple[int, float]], n: int,
@@ -55,8 +101,10 @@ class Selector:
     ) -> list[list[SelectedTurn]]:
         """The selection inside each of the ``n`` threads the query most likely continues, T*
         first, runner-ups only within ``hedge_margin`` of T*'s relevance; one list without
-        chains (``use_chains=False``) or history. Only T*'s turns carry their cluster label
-        and summary text: the runner-ups' shape the search and are not shown.
+        chains (``use_chains=False``) or history. A question the fitted thread decision reads
+        as a new topic gets T*'s turns with ``on_topic`` False: none is handed to the LLM.
+        Only T*'s turns carry their cluster label and summary text: the runner-ups' shape the
+        search and are not shown.
         ``follow_up``: the query names nothing of its own (``discourse.is_follow_up``);
         ``query``: its text, for a thread policy."""
         if not s.turns:
@@ -67,19 +115,81 @@ class Selector:
             return [[]]
         threads, matches = self.threads(s, qv, follow_up=follow_up, limit=self._limit(n),
                                         query=query)
+        decided = self.shift(s, qv, query, follow_up)
+        anchor = None
+        new_topic = False
+        if decided is not None and self.thread_policy is None:
+            anchor = decided.anchor
+            new_topic = decided.shift.thread is None
         kept = hedged_threads(threads, n, self.settings.hedge_margin)
-        return [self._select_in_thread(s, qv, t, matches, clock, describe=i == 0)
-                for i, t in enumerate(kept)]
+        out = [self._select_in_thread(s, qv, t, matches, clock, describe=i == 0,
+                                      anchor=anchor if i == 0 else None)
+               for i, t in enumerate(kept)]
+        if new_topic:
+            # no earlier turn is about a new topic: none is handed on; the thread the scores
+            # choose still moves the retrieval, as a misjudged continue needs it
+            out[0] = [replace(t, on_topic=False) for t in out[0]]
+        return out
 
-    def continued_thread(self, s: SessionState, qv: Vector, query: str = "") -> int | None:
-        """The thread a new turn joins because its query continues it (``thread_link``): the
-        T* that selection chose for that query, when the query matched it well enough."""
+    def continued_thread(self, s: SessionState, qv: Vector,
+                         query: str = "") -> tuple[int | None, bool]:
+        """The thread a new turn joins because its query continues it, and whether it starts
+        one of its own instead (a new topic, ``thread_decision="fitted"``). Fitted: the
+        thread decided for its query; by scores (``thread_link``): the T* that selection
+        chose, when the query matched it well enough."""
         cfg = self.settings
-        if not cfg.use_chains or cfg.thread_link is None or not s.tree.has_chains:
-            return None
-        thread, relevance = self.threads(s, qv, follow_up=is_follow_up(query),
+        if not cfg.use_chains or not s.tree.has_chains:
+            return None, False
+        follow_up = is_follow_up(query)
+        decided = self.shift(s, qv, query, follow_up)
+        if decided is not None and self.thread_policy is None:
+            if decided.shift.thread is None:
+                return None, True
+            return self.threads(s, qv, follow_up=follow_up, limit=self._limit(1),
+                                query=query)[0][0][0], False
+        if cfg.thread_link is None:
+            return None, False
+        thread, relevance = self.threads(s, qv, follow_up=follow_up,
                                          limit=self._limit(1), query=query)[0][0]
-        return thread if relevance >= cfg.thread_link else None
+        return (thread if relevance >= cfg.thread_link else None), False
+
+    def shift(self, s: SessionState, qv: Vector, query: str,
+              follow_up: bool) -> ThreadDecision | None:
+        """The fitted thread decision for the query (``topic_shift.decide``) over the latest
+        answered turns of the session; ``None`` when it does not apply (``thread_decision``
+        is ``"scores"``, no chains, or no answered turn)."""
+        cfg = self.settings
+        if cfg.thread_decision != "fitted" or not cfg.use_chains or not s.tree.has_chains:
+            return None
+        key = qv.tobytes() + (b"f" if follow_up else b"") + b"\0" + query.encode(
+            "utf-8", "replace")
+        memo = s.shift_memo
+        if memo is not None and memo[0] == key and memo[1] == s.version:
+            held: ThreadDecision | None = memo[2]
+            return held
+        recent = heapq.nlargest(_SHIFT_WINDOW, s.turns.values(), key=lambda t: t.index)
+        # turns being evicted or merged away have left the tree already
+        answered = [t for t in reversed(recent) if not is_unanswered(t.response)
+                    and s.tree.chain_of(t.turn_id) is not None]
+        found: ThreadDecision | None = None
+        if answered:
+            ids = tuple(t.turn_id for t in answered)
+            q_sims = (s.queries.rows(list(ids)) @ qv).astype(np.float64)
+            a_sims = np.array([q if t.response_vector is None
+                               else float(t.response_vector @ qv)
+                               for t, q in zip(answered, q_sims, strict=True)])
+            threads = np.array([s.tree.chain_of(i) or 0 for i in ids], dtype=np.int64)
+            latest = len(answered) - 1
+            features = shift_features(
+                turn_words(query, ""), follow_up and cfg.use_cues,
+                back_reference(query) and cfg.use_cues, q_sims, a_sims,
+                [turn_words(t.query, t.response) for t in answered], threads, latest,
+                s.next_index - 1 - answered[-1].index)
+            shift = decide(features, q_sims, a_sims, threads, latest)
+            found = ThreadDecision(shift, None if shift.anchor is None else ids[shift.anchor],
+                                   ids, features, q_sims, a_sims, threads)
+        s.shift_memo = (key, s.version, found)
+        return found
 
     def _limit(self, n: int) -> int:
         """How many threads selection ranks: the same for ``select`` and the ``add`` after
@@ -128,6 +238,12 @@ class Selector:
             if stay != best and (weak or held):
                 order = [stay, *(i for i in order if i != stay)][: len(order)]
         ranked = [(tree.chain_at(int(slots[i])), float(rel[i])) for i in order]
+        decided = self.shift(s, qv, query, follow_up)
+        if decided is not None and decided.shift.thread is not None:
+            chosen = decided.shift.thread
+            first = int(np.searchsorted(slots, tree.chain_slot(chosen)))
+            ranked = [(chosen, float(rel[first])),
+                      *((c, r) for c, r in ranked if c != chosen)][: len(ranked)]
         if self.thread_policy is not None:
             ranked = self._by_policy(s, query, qv, ranked)[:limit]
         found = ranked, matches
@@ -158,19 +274,38 @@ class Selector:
 
     def _select_in_thread(
         self, s: SessionState, qv: Vector, thread: int, matches: Sequence[TreeMatch],
-        clock: Clock, *, describe: bool = True,
+        clock: Clock, *, describe: bool = True, anchor: str | None = None,
     ) -> list[SelectedTurn]:
         """DH-RAG selection inside ``thread``: every turn of its latest window is weighed,
         with recency counted in turns of that thread (other threads' turns do not age it), so
-        what a thread gets does not depend on how many other threads the session holds."""
+        what a thread gets does not depend on how many other threads the session holds.
+
+        With the fitted thread decision, unanswered turns are not candidates (they ground
+        nothing); ``anchor``, the turn the question was judged to continue, comes first; the
+        others are kept only when related to the question, and handed to the LLM only when
+        also on the anchor's topic (else ``on_topic`` is False): a thread drifts, and a turn
+        of its older topic is stale there whatever its recency."""
         members = s.tree.chain_latest(thread, _CHAIN_WINDOW)
+        if self.settings.thread_decision == "fitted":
+            members = [m for m in members if not is_unanswered(s.turns[m].response)] \
+                or members
         via: dict[str, list[str]] = {m: ["chain"] for m in members}
         for m in matches:
             if m.turn_id in via:
                 via[m.turn_id].insert(0, "hierarchy")
         via[members[-1]].append("recent")
         ages = range(len(members), 0, -1)
-        return self._weigh(s, qv, via, ages, clock, describe=describe, root=members[0])
+        if anchor is None or anchor not in via:
+            return self._weigh(s, qv, via, ages, clock, describe=describe, root=members[0])
+        chosen = self._weigh(s, qv, via, ages, clock, describe=describe, root=members[0],
+                             first=anchor)
+        out = []
+        for t in chosen:
+            if t.turn.turn_id == anchor:
+                out.append(t)
+            elif _relates(s, t, qv):  # unrelated to the query: stale, dropped
+                out.append(t if _coherent(s, t, anchor) else replace(t, on_topic=False))
+        return out
 
     def _select_flat(self, s: SessionState, qv: Vector, clock: Clock) -> list[SelectedTurn]:
         """Selection without threads (``use_chains=False``): matched turns and the latest turn
@@ -185,7 +320,7 @@ class Selector:
 
     def _weigh(self, s: SessionState, qv: Vector, via: dict[str, list[str]],
                ages: Sequence[float], clock: Clock, *, describe: bool = True,
-               root: str | None = None) -> list[SelectedTurn]:
+               root: str | None = None, first: str | None = None) -> list[SelectedTurn]:
         """Weigh the candidates ``alpha * relevance + (1 - alpha) * recency`` (relevance
         sharpened around the best one) and keep the ``history_turns`` best, then ``root``
         (the thread's opening turn) if they do not hold it, weighed ``root_weight`` times its
@@ -202,8 +337,11 @@ class Selector:
         rec = scoring.recency(ages, cfg.half_life_turns, [now - t.timestamp for t in turns],
                               cfg.half_life_seconds)
         weight = scoring.combined_weight(rel, rec, alpha)
-        order = np.lexsort((-np.array([t.index for t in turns]), -weight))
-        chosen = [int(i) for i in order[: cfg.history_turns]]
+        order = [int(i) for i in np.lexsort((-np.array([t.index for t in turns]), -weight))]
+        if first is not None:
+            at = ids.index(first)
+            order = [at, *(i for i in order if i != at)]
+        chosen = order[: cfg.history_turns]
         if root is not None and cfg.root_weight > 0:
             r = ids.index(root)
             if r not in chosen and raw[r] > 0:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 
@@ -72,6 +73,8 @@ class SessionState:
         self.thread_memo: tuple[bytes, int, Threads] | None = None
         """Threads of the last query at the last version: ``add`` reuses what ``select``
         found."""
+        self.shift_memo: tuple[bytes, int, Any] | None = None
+        """The thread decision of the last query at the last version (``topic_shift``)."""
 
     def similarities(self, qv: Vector) -> tuple[np.ndarray, np.ndarray]:
         """Slots and query similarities of every turn, remembered for the same query and

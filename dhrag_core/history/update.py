@@ -120,10 +120,9 @@ class UpdateRule:
         try:
             for tid in [*evicted, *([dup.turn_id] if dup is not None else [])]:
                 s.tree.remove(tid)
-            thread = self.selector.continued_thread(s, qv, query)
-            new_chain = False
+            thread, new_chain = self.selector.continued_thread(s, qv, query)
             if self.chain_policy is not None:
-                thread, new_chain = self._by_policy(s, turn, thread)
+                thread, new_chain = self._by_policy(s, turn, thread, new_chain)
             cluster_id, chain_id, moved = s.tree.insert(turn, thread, new_chain=new_chain)
             turn = replace(turn, cluster_id=cluster_id, chain_id=chain_id)
             upsert = [turn] + [replace(s.turns[tid], cluster_id=cid)
@@ -144,13 +143,14 @@ class UpdateRule:
         s.put(upsert)
         return AddResult(turn=turn, merged=dup is not None, evicted=tuple(evicted))
 
-    def _by_policy(self, s: SessionState, turn: Turn,
-                   proposed: int | None) -> tuple[int | None, bool]:
-        """(the chain to prefer, whether to start one) as the chain policy decides."""
+    def _by_policy(self, s: SessionState, turn: Turn, proposed: int | None,
+                   new: bool = False) -> tuple[int | None, bool]:
+        """(the chain to prefer, whether to start one) as the chain policy decides (``None``:
+        the engine's ``proposed`` and ``new``)."""
         assert self.chain_policy is not None
         decided = self.chain_policy.link(SessionView(s), turn, proposed)
         if decided is None:
-            return proposed, False
+            return proposed, new
         if decided == NEW_CHAIN:
             return None, True
         if isinstance(decided, bool) or not isinstance(decided, int) or not s.tree.has_chain(

@@ -205,7 +205,7 @@ class DHRAG(Closeable):
         qv, threads, expansion = self._match(session_id, query, timer, thread_variants)
         history = threads[0]
         with timer("rewrite_s"):
-            rewrite = self._rewrite(query, history)
+            rewrite = self._rewrite(query, _for_rewrite(history))
         with timer("expand_s"):
             search = self._search_vectors(query, qv, rewrite, threads, expansion)
         with timer("kb_s"):
@@ -237,7 +237,7 @@ class DHRAG(Closeable):
         qv, threads, expansion = await asyncio.to_thread(self._match, session_id, query, timer)
         history = threads[0]
         with timer("rewrite_s"):
-            rewrite = await self._arewrite(query, history)
+            rewrite = await self._arewrite(query, _for_rewrite(history))
         with timer("expand_s"):
             search = await asyncio.to_thread(
                 self._search_vectors, query, qv, rewrite, threads, expansion
@@ -357,7 +357,7 @@ class DHRAG(Closeable):
             context = self._context(rewrite.text, search, history, kb, vectors, k)
         return Selection(
             session_id=session_id, query=query, rewritten_query=rewrite.text,
-            history=tuple(history), context=tuple(context), query_vector=qv,
+            history=tuple(_shown(history)), context=tuple(context), query_vector=qv,
             search_vector=search[0], search_vectors=tuple(search), timings=dict(timer),
             clarity=clarity, gated=gated,
         )
@@ -537,6 +537,18 @@ class DHRAG(Closeable):
         self.history.delete_session(session_id)
         with self._pending_lock:
             self._pending.pop(session_id, None)
+
+
+def _shown(history: Sequence[SelectedTurn]) -> list[SelectedTurn]:
+    """The selected turns handed to the LLM (``SelectedTurn.on_topic``); the others only move
+    the retrieval."""
+    return [t for t in history if t.on_topic]
+
+
+def _for_rewrite(history: Sequence[SelectedTurn]) -> Sequence[SelectedTurn]:
+    """What the rewriter completes the question from: the selected turns, none when none is
+    handed on (a new topic names its own subject)."""
+    return history if _shown(history) else ()
 
 
 def _finite(vector: Vector) -> bool:

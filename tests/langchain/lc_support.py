@@ -64,7 +64,10 @@ def demo_store(embeddings: Embeddings | None = None) -> InMemoryVectorStore:
 
 
 def hash_engine(store: InMemoryVectorStore | None = None, **settings: Any) -> DHRAG:
-    """A DH-RAG engine over the demo store, hashing embedder, in-memory history."""
+    """A DH-RAG engine over the demo store, hashing embedder, in-memory history; the
+    thread-score decision (hashing vectors carry no meaning for the fitted one, which
+    test_langchain_topic_switch checks with MiniLM)."""
+    settings.setdefault("thread_decision", "scores")
     return DHRAG(LangChainKnowledgeBase(store or demo_store()), embedder=HashingEmbedder(),
                  settings=Settings(**settings))
 

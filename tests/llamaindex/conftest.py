@@ -213,7 +213,10 @@ def make_engine(
         # a bag-of-words fake: re-ranked by the raw "How long is it?", "long" wins anywhere;
         # the rewrite's vector carries the subject, with a light pull toward the history
         # (real MiniLM: tests/test_engine.py)
-        kwargs.setdefault("settings", DHRAGSettings(rewrite_vector=True, follow_up_expansion=0.3))
+        # the thread-score decision: hashing vectors carry no meaning for the fitted one
+        # (tests/llamaindex/test_topic_switch.py checks it with MiniLM)
+        kwargs.setdefault("settings", DHRAGSettings(rewrite_vector=True, follow_up_expansion=0.3,
+                                                    thread_decision="scores"))
         chosen = kwargs.pop("llm", llm)
         retriever = kwargs.pop("retriever", index.as_retriever(similarity_top_k=5))
         return DHRAGChatEngine.from_defaults(retriever, chosen, **kwargs)
