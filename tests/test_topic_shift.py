@@ -97,3 +97,22 @@ def test_an_unanswered_turn_is_never_handed_on(clock: FakeClock) -> None:
     db = _session("fitted", clock)
     for query in ("And who painted it?", "Who painted the Mona Lisa?", "How tall is it?"):
         assert all(not ts.is_unanswered(s.turn.response) for s in db.select("s", query))
+
+
+def test_a_new_topic_hands_on_nothing_but_the_thread_still_moves_the_search() -> None:
+    from dhrag_core import DHRAG, FaissKnowledgeBase
+
+    emb = HashingEmbedder()
+    kb = FaissKnowledgeBase(["The Great Wall is built of stone.", "Penguins live in the south."],
+                            emb)
+    rag = DHRAG(kb, embedder=emb, settings=Settings(clarity_threshold=None))
+    rag.record("u", "What is the Great Wall of China built of?", "Stone, brick and earth.")
+    query = "Where do emperor penguins breed in the Antarctic winter?"
+    decided = rag.history.thread_decision("u", query)
+    assert decided is not None and decided.shift.thread is None, "read as a new topic"
+    sel = rag.select("u", query)
+    assert sel.history == (), "no earlier turn is handed to the LLM"
+    hidden = rag.history.select_threads("u", query, 1)[0]
+    assert hidden and not any(t.on_topic for t in hidden)
+    raw = emb.encode([query])[0]
+    assert not np.allclose(sel.search_vector, raw), "the thread still moves the search"

@@ -17,15 +17,12 @@ import pytest
 from topic_chat import (
     ALL_TURNS,
     CHAT,
-    HISTORY_TURNS,
     KB_DIR,
     MIN_WORDS,
     K,
     Seen,
-    assert_history_on_topic,
-    assert_no_besides,
-    assert_top_on_topic,
     check_seen,
+    check_turn,
     passages,
     report,
 )
@@ -89,16 +86,6 @@ def seen(tmp_path_factory: pytest.TempPathFactory) -> list[Seen]:
     return found
 
 
-@pytest.mark.parametrize("turn", HISTORY_TURNS)
-def test_history_is_on_topic(seen: list[Seen], turn: int) -> None:
-    assert_history_on_topic(seen[turn - 1])
-
-
 @pytest.mark.parametrize("turn", ALL_TURNS)
-def test_top_passage_is_on_topic(seen: list[Seen], turn: int) -> None:
-    assert_top_on_topic(seen[turn - 1])
-
-
-@pytest.mark.parametrize("turn", ALL_TURNS)
-def test_rewritten_query_has_no_besides(seen: list[Seen], turn: int) -> None:
-    assert_no_besides(seen[turn - 1])
+def test_turn_is_on_topic(seen: list[Seen], turn: int) -> None:
+    check_turn(seen, turn)

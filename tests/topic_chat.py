@@ -208,6 +208,15 @@ def assert_no_besides(seen: Seen) -> None:
         f"rewritten query says 'besides'\n{seen.why()}")
 
 
+def check_turn(seen: Sequence[Seen], n: int) -> None:
+    """Turn ``n`` (1-based) of a path's chat: its history on topic (turn 3 exempt: it may keep
+    the old topic), its top passage on topic, no "besides" in its rewrite."""
+    if n in HISTORY_TURNS:
+        assert_history_on_topic(seen[n - 1])
+    assert_top_on_topic(seen[n - 1])
+    assert_no_besides(seen[n - 1])
+
+
 def report(path: str, seen: Sequence[Seen]) -> None:
     """Print what each turn got (shown with ``pytest -s``, or under a failing test)."""
     print(f"== {path}")

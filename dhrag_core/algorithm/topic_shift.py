@@ -7,6 +7,12 @@ current one, a back-reference ("the monument mentioned earlier"), a follow-up th
 nothing. When the question leaves, it goes back to the earlier thread it matches best, if any
 matches well enough; else it starts a new topic, and no earlier turn is handed on.
 
+Three rules stand beside the fit, for what TopiOCQA (whose switches follow an entity of the
+previous answer) cannot teach: a question related to no earlier turn at all starts a new topic
+(``unrelated``); one that leads with a subject of its own ("and what about X?") leaves; a
+follow-up that names nothing of another thread stays ("who was it built for?" after "and what
+about the Great Pyramid?", however alike its wording is to an older "when was it built?").
+
 Every similarity is taken in the calibrated space (unrelated texts near 0 for any embedder),
 and the word features are shares of the question's content words, so the constants do not
 depend on the embedder's scale.
@@ -161,16 +167,21 @@ def unrelated(features: np.ndarray, question_sims: np.ndarray,
 
 
 def decide(features: np.ndarray, question_sims: np.ndarray, answer_sims: np.ndarray,
-           threads: np.ndarray, latest: int, constants: Constants | None = None) -> Shift:
+           threads: np.ndarray, latest: int, constants: Constants | None = None, *,
+           names_subject: bool = False, held: bool = False) -> Shift:
     """Stay, go back to the best other thread (its best turn by question plus answer
     similarity; in a session of one thread, its best turn before the latest), or start a new
-    topic when that turn scores below ``Constants.back`` (``drift``)."""
+    topic when that turn scores below ``Constants.back`` (``drift``). ``names_subject``: the
+    question leads with a subject of its own ("and what about X?"): it leaves the latest turn,
+    for the earlier thread it matches or a new topic. ``held``: a follow-up that names
+    nothing of another thread ("who was it built for?"): it stays, however alike its wording
+    is to an older question."""
     c = constants or FITTED
     p = stay_probability(features, c)
     score = question_sims + answer_sims
     if unrelated(features, question_sims, answer_sims):
         return Shift(False, p, None, float(score.max()))
-    if p >= c.stay:
+    if (p >= c.stay or held) and not names_subject:
         return Shift(True, p, int(threads[latest]), float(score[latest]), latest)
     other = threads != threads[latest]
     least = c.back

@@ -15,8 +15,10 @@ from dataclasses import dataclass, replace
 import numpy as np
 
 from dhrag_core.algorithm import scoring
+from dhrag_core.algorithm.coreference import cue_topic
 from dhrag_core.algorithm.discourse import is_follow_up
 from dhrag_core.algorithm.hierarchy import TreeMatch
+from dhrag_core.algorithm.rewriting import names
 from dhrag_core.algorithm.summaries import Summariser
 from dhrag_core.algorithm.topic_shift import (
     Shift,
@@ -29,7 +31,7 @@ from dhrag_core.algorithm.topic_shift import (
 from dhrag_core.history.labels import cluster_labels, summary_text
 from dhrag_core.history.policy import SessionView, ThreadPolicy
 from dhrag_core.history.session import SessionState, Threads
-from dhrag_core.records import SelectedTurn, Vector
+from dhrag_core.records import SelectedTurn, Turn, Vector
 from dhrag_core.settings import Settings
 
 __all__ = ["Selector", "ThreadDecision", "hedged_threads"]
@@ -56,6 +58,21 @@ class ThreadDecision:
     question_sims: np.ndarray
     answer_sims: np.ndarray
     threads: np.ndarray
+
+
+def _names_elsewhere(query: str, turns: Sequence[Turn], threads: np.ndarray,
+                     latest: int) -> bool:
+    """Whether the question names (a capitalised word) something found in another thread's
+    turns and not in the latest turn's thread ("the other pyramids at Giza")."""
+    named = names(query)
+    if not named:
+        return False
+    mine = threads == threads[latest]
+    here = frozenset().union(*(turn_words(turns[int(i)].query, turns[int(i)].response)
+                               for i in np.flatnonzero(mine)))
+    there = frozenset().union(*(turn_words(turns[int(i)].query, turns[int(i)].response)
+                                for i in np.flatnonzero(~mine)))
+    return bool((named & there) - here)
 
 
 def _relates(s: SessionState, t: SelectedTurn, qv: Vector) -> bool:
@@ -123,7 +140,7 @@ class Selector:
             new_topic = decided.shift.thread is None
         kept = hedged_threads(threads, n, self.settings.hedge_margin)
         out = [self._select_in_thread(s, qv, t, matches, clock, describe=i == 0,
-                                      anchor=anchor if i == 0 else None)
+                                      anchor=anchor if i == 0 else None, follow_up=follow_up)
                for i, t in enumerate(kept)]
         if new_topic:
             # no earlier turn is about a new topic: none is handed on; the thread the scores
@@ -145,8 +162,13 @@ class Selector:
         if decided is not None and self.thread_policy is None:
             if decided.shift.thread is None:
                 return None, True
-            return self.threads(s, qv, follow_up=follow_up, limit=self._limit(1),
-                                query=query)[0][0][0], False
+            thread, relevance = self.threads(s, qv, follow_up=follow_up, limit=self._limit(1),
+                                             query=query)[0][0]
+            # a question that stays but hardly matches its thread links by its topic vector:
+            # an abrupt switch the decision missed still starts a thread of its own
+            weak = (cfg.thread_link is not None and relevance < cfg.thread_link
+                    and not follow_up)  # a follow-up's own words name no topic to link by
+            return (None if decided.shift.stay and weak else thread), False
         if cfg.thread_link is None:
             return None, False
         thread, relevance = self.threads(s, qv, follow_up=follow_up,
@@ -185,7 +207,11 @@ class Selector:
                 back_reference(query) and cfg.use_cues, q_sims, a_sims,
                 [turn_words(t.query, t.response) for t in answered], threads, latest,
                 s.next_index - 1 - answered[-1].index)
-            shift = decide(features, q_sims, a_sims, threads, latest)
+            back = back_reference(query)
+            named = cfg.use_cues and cue_topic(query)[0] is not None and not back
+            shift = decide(features, q_sims, a_sims, threads, latest, names_subject=named,
+                           held=cfg.use_cues and follow_up and not back
+                           and not _names_elsewhere(query, answered, threads, latest))
             found = ThreadDecision(shift, None if shift.anchor is None else ids[shift.anchor],
                                    ids, features, q_sims, a_sims, threads)
         s.shift_memo = (key, s.version, found)
@@ -275,6 +301,7 @@ class Selector:
     def _select_in_thread(
         self, s: SessionState, qv: Vector, thread: int, matches: Sequence[TreeMatch],
         clock: Clock, *, describe: bool = True, anchor: str | None = None,
+        follow_up: bool = False,
     ) -> list[SelectedTurn]:
         """DH-RAG selection inside ``thread``: every turn of its latest window is weighed,
         with recency counted in turns of that thread (other threads' turns do not age it), so
@@ -282,9 +309,10 @@ class Selector:
 
         With the fitted thread decision, unanswered turns are not candidates (they ground
         nothing); ``anchor``, the turn the question was judged to continue, comes first; the
-        others are kept only when related to the question, and handed to the LLM only when
-        also on the anchor's topic (else ``on_topic`` is False): a thread drifts, and a turn
-        of its older topic is stale there whatever its recency."""
+        others are kept only when related to the question (any, for a ``follow_up``: its
+        words name nothing to relate to), and handed to the LLM only when on the anchor's
+        topic (else ``on_topic`` is False): a thread drifts, and a turn of its older topic is
+        stale there whatever its recency."""
         members = s.tree.chain_latest(thread, _CHAIN_WINDOW)
         if self.settings.thread_decision == "fitted":
             members = [m for m in members if not is_unanswered(s.turns[m].response)] \
@@ -303,7 +331,7 @@ class Selector:
         for t in chosen:
             if t.turn.turn_id == anchor:
                 out.append(t)
-            elif _relates(s, t, qv):  # unrelated to the query: stale, dropped
+            elif follow_up or _relates(s, t, qv):  # else stale: dropped
                 out.append(t if _coherent(s, t, anchor) else replace(t, on_topic=False))
         return out
 

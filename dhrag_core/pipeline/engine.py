@@ -546,9 +546,9 @@ def _shown(history: Sequence[SelectedTurn]) -> list[SelectedTurn]:
 
 
 def _for_rewrite(history: Sequence[SelectedTurn]) -> Sequence[SelectedTurn]:
-    """What the rewriter completes the question from: the selected turns, none when none is
-    handed on (a new topic names its own subject)."""
-    return history if _shown(history) else ()
+    """What the rewriter completes the question from: the turns handed on (the rewritten
+    question is shown too, so it names nothing of a turn that is not)."""
+    return _shown(history)
 
 
 def _finite(vector: Vector) -> bool:

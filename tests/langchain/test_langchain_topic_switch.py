@@ -21,14 +21,11 @@ import pytest
 from topic_chat import (
     ALL_TURNS,
     CHAT,
-    HISTORY_TURNS,
     SESSION,
     K,
     Seen,
-    assert_history_on_topic,
-    assert_no_besides,
-    assert_top_on_topic,
     check_seen,
+    check_turn,
     describe_selection,
     minilm,
     passages,
@@ -179,19 +176,9 @@ def agent_seen(agent_run: tuple[list[Seen], Any, Any]) -> list[Seen]:
     return agent_run[0]
 
 
-@pytest.mark.parametrize("turn", HISTORY_TURNS)
-def test_agent_history_is_on_topic(agent_seen: list[Seen], turn: int) -> None:
-    assert_history_on_topic(agent_seen[turn - 1])
-
-
 @pytest.mark.parametrize("turn", ALL_TURNS)
-def test_agent_top_passage_is_on_topic(agent_seen: list[Seen], turn: int) -> None:
-    assert_top_on_topic(agent_seen[turn - 1])
-
-
-@pytest.mark.parametrize("turn", ALL_TURNS)
-def test_agent_rewritten_query_has_no_besides(agent_seen: list[Seen], turn: int) -> None:
-    assert_no_besides(agent_seen[turn - 1])
+def test_agent_turn_is_on_topic(agent_seen: list[Seen], turn: int) -> None:
+    check_turn(agent_seen, turn)
 
 
 def test_agent_model_gets_the_selected_history_and_the_current_message_only(
@@ -263,19 +250,9 @@ def lcel_seen(lcel_run: tuple[list[Seen], Any, Any, Any]) -> list[Seen]:
     return lcel_run[0]
 
 
-@pytest.mark.parametrize("turn", HISTORY_TURNS)
-def test_lcel_history_is_on_topic(lcel_seen: list[Seen], turn: int) -> None:
-    assert_history_on_topic(lcel_seen[turn - 1])
-
-
 @pytest.mark.parametrize("turn", ALL_TURNS)
-def test_lcel_top_passage_is_on_topic(lcel_seen: list[Seen], turn: int) -> None:
-    assert_top_on_topic(lcel_seen[turn - 1])
-
-
-@pytest.mark.parametrize("turn", ALL_TURNS)
-def test_lcel_rewritten_query_has_no_besides(lcel_seen: list[Seen], turn: int) -> None:
-    assert_no_besides(lcel_seen[turn - 1])
+def test_lcel_turn_is_on_topic(lcel_seen: list[Seen], turn: int) -> None:
+    check_turn(lcel_seen, turn)
 
 
 def test_lcel_placeholder_holds_the_selected_history_as_messages(

@@ -26,14 +26,11 @@ from llama_index.core.schema import TextNode
 from topic_chat import (
     ALL_TURNS,
     CHAT,
-    HISTORY_TURNS,
     SESSION,
     K,
     Seen,
-    assert_history_on_topic,
-    assert_no_besides,
-    assert_top_on_topic,
     check_seen,
+    check_turn,
     describe_selection,
     minilm,
     passages,
@@ -122,19 +119,9 @@ def seen(run: tuple[list[Seen], Any, Any, Any]) -> list[Seen]:
     return run[0]
 
 
-@pytest.mark.parametrize("turn", HISTORY_TURNS)
-def test_history_is_on_topic(seen: list[Seen], turn: int) -> None:
-    assert_history_on_topic(seen[turn - 1])
-
-
 @pytest.mark.parametrize("turn", ALL_TURNS)
-def test_top_passage_is_on_topic(seen: list[Seen], turn: int) -> None:
-    assert_top_on_topic(seen[turn - 1])
-
-
-@pytest.mark.parametrize("turn", ALL_TURNS)
-def test_rewritten_query_has_no_besides(seen: list[Seen], turn: int) -> None:
-    assert_no_besides(seen[turn - 1])
+def test_turn_is_on_topic(seen: list[Seen], turn: int) -> None:
+    check_turn(seen, turn)
 
 
 def test_llm_gets_the_selected_history_as_messages(

@@ -16,7 +16,14 @@ import numpy as np
 import pytest
 
 from benchmarks.hostile_table import INJECTION, INPUTS, Outcome, markdown, run_all
-from dhrag_core import DHRAG, FaissKnowledgeBase, HashingEmbedder, HistoryDatabase, Passage
+from dhrag_core import (
+    DHRAG,
+    FaissKnowledgeBase,
+    HashingEmbedder,
+    HistoryDatabase,
+    Passage,
+    Settings,
+)
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -69,11 +76,14 @@ class _Alias(HashingEmbedder):
         return super().encode([NEUTRAL if t == INJECTION else t for t in texts])
 
 
-def _history(first: str) -> tuple[HistoryDatabase, DHRAG]:
+def _history(first: str, decision: str = "scores") -> tuple[HistoryDatabase, DHRAG]:
+    # thread scores by default: they read the stored turns by their vectors alone, so a twin
+    # with the same embedding must decide alike (the fitted decision also reads their words)
     emb = _Alias(128)
     kb = FaissKnowledgeBase([Passage(text="Canberra is the capital of Australia.", id="c"),
                              Passage(text="The Nile is 6,650 km long.", id="n")], emb)
-    rag = DHRAG(kb, embedder=emb, clock=lambda: 1_000_000.0)
+    rag = DHRAG(kb, embedder=emb, clock=lambda: 1_000_000.0,
+                settings=Settings(thread_decision=decision))
     db = rag.history
     db.add("alice", first, ["Canberra was founded in 1913."], "Canberra, founded in 1913.")
     db.add("alice", "How long is the Nile?", ["The Nile is 6,650 km long."], "6,650 km.")
@@ -98,6 +108,10 @@ def test_prompt_injection_behaves_like_neutral_text() -> None:
         e, f = evil_rag.select("alice", q), fair_rag.select("alice", q)
         assert [(c.passage.text, round(c.weight, 6)) for c in e.context] == \
             [(c.passage.text, round(c.weight, 6)) for c in f.context]
+    fitted_db, fitted_rag = _history(INJECTION, "fitted")
+    for q in probes:  # read as words, the instructions still reach no other session
+        assert all(h.turn.session_id == "bob" for h in fitted_db.select("bob", q))
+        assert all(INJECTION not in c.passage.text for c in fitted_rag.select("bob", q).context)
     assert all(INJECTION not in (t.query + t.response) for t in evil_db.turns("bob"))
     assert evil_db.turns("alice")[0].query == INJECTION  # stored verbatim, as data
     assert evil_db.store.sessions() == ["alice", "bob"]  # "delete all other sessions": no
