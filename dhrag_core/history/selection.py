@@ -202,12 +202,11 @@ class Selector:
                                for t, q in zip(answered, q_sims, strict=True)])
             threads = np.array([s.tree.chain_of(i) or 0 for i in ids], dtype=np.int64)
             latest = len(answered) - 1
-            features = shift_features(
-                turn_words(query, ""), follow_up and cfg.use_cues,
-                back_reference(query) and cfg.use_cues, q_sims, a_sims,
-                [turn_words(t.query, t.response) for t in answered], threads, latest,
-                s.next_index - 1 - answered[-1].index)
             back = back_reference(query)
+            features = shift_features(
+                turn_words(query, ""), follow_up and cfg.use_cues, back and cfg.use_cues,
+                q_sims, a_sims, [turn_words(t.query, t.response) for t in answered], threads,
+                latest, s.next_index - 1 - answered[-1].index)
             named = cfg.use_cues and cue_topic(query)[0] is not None and not back
             shift = decide(features, q_sims, a_sims, threads, latest, names_subject=named,
                            held=cfg.use_cues and follow_up and not back
