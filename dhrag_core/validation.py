@@ -6,6 +6,7 @@ import json
 import math
 import numbers
 import re
+import warnings
 from collections.abc import Iterable, Mapping
 from dataclasses import replace
 from typing import Any, Literal
@@ -14,7 +15,7 @@ from dhrag_core.records import Passage
 
 __all__ = ["CLEANED_KEY", "SearchPath", "as_items", "check_found", "check_k", "check_metadata",
            "check_search", "check_session_id", "check_text", "check_texts", "clean_json",
-           "clean_passage", "clean_text", "printable"]
+           "clean_passage", "clean_text", "fit_answer", "fit_query", "printable"]
 
 CLEANED_KEY = "dhrag_cleaned"
 """Passage metadata key saying what cleaning changed (shown in traces)."""
@@ -30,14 +31,7 @@ def check_text(
 
     ``fix`` is what the too-long message suggests.
     """
-    if value is None:
-        raise TypeError(f"{name} must be a str, got None")
-    if isinstance(value, (bytes, bytearray)):
-        raise TypeError(f"{name} must be a str, got bytes; decode it first (value.decode('utf-8'))")
-    if not isinstance(value, str):
-        raise TypeError(f"{name} must be a str, got {type(value).__name__}")
-    if not allow_empty and not value.strip():
-        raise ValueError(f"{name} must not be empty or whitespace only")
+    _check_str(name, value, allow_empty)
     if len(value) > max_chars:
         raise ValueError(
             f"{name} is {len(value):,} characters; the limit is {max_chars:,} ({fix})"
@@ -51,7 +45,18 @@ def check_text(
             f"{name} is not valid Unicode text (lone surrogate at position {exc.start}); "
             "decode input bytes with errors='replace'"
         ) from None
-    return value
+    return str(value)
+
+
+def _check_str(name: str, value: Any, allow_empty: bool) -> None:
+    if value is None:
+        raise TypeError(f"{name} must be a str, got None")
+    if isinstance(value, (bytes, bytearray)):
+        raise TypeError(f"{name} must be a str, got bytes; decode it first (value.decode('utf-8'))")
+    if not isinstance(value, str):
+        raise TypeError(f"{name} must be a str, got {type(value).__name__}")
+    if not allow_empty and not value.strip():
+        raise ValueError(f"{name} must not be empty or whitespace only")
 
 
 def check_session_id(value: Any) -> str:
@@ -183,6 +188,32 @@ def clean_text(value: str, max_chars: int | None = None) -> tuple[str, list[str]
         notes.append(f"cut from {len(value):,} to {max_chars:,} characters")
         value = value[:max_chars]
     return value, notes
+
+
+def fit_query(query: Any, max_chars: int, name: str = "query", *, warn: bool = True) -> str:
+    """``query`` as dhrag uses it: a str that is not blank (else ``TypeError``/``ValueError``),
+    NULs removed, lone surrogates replaced, cut to ``max_chars`` at a word boundary, with one
+    warning saying what was done. A chat message pasted long is a question still: refusing
+    it would fail the whole turn (an agent run, a chat) for a limit the user never set."""
+    _check_str(name, query, allow_empty=False)
+    text, notes = clean_text(query)
+    if len(text) > max_chars:
+        cut = text.rfind(" ", max_chars - max_chars // 10, max_chars + 1)
+        notes.append(f"cut from {len(text):,} to the first {max_chars:,} characters (the "
+                     "limit is Settings.max_query_chars, or `dhrag chat --max-query-chars`)")
+        text = text[:cut if cut > 0 else max_chars].rstrip()
+    if notes and warn:
+        warnings.warn(f"{name}: {'; '.join(notes)}", UserWarning, stacklevel=3)
+    if not text.strip():
+        raise ValueError(f"{name} must not be empty or whitespace only")
+    return text
+
+
+def fit_answer(answer: Any, max_chars: int, name: str = "response") -> tuple[str, list[str]]:
+    """``answer`` made storable like a passage's text (``clean_text``), with what was done:
+    an LLM's answer is never refused once it has been given (a type other than str is)."""
+    _check_str(name, answer, allow_empty=True)
+    return clean_text(answer, max_chars)
 
 
 def clean_json(value: Any) -> tuple[dict[str, Any], list[str]]:

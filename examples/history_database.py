@@ -8,11 +8,11 @@ from __future__ import annotations
 import tempfile
 from pathlib import Path
 
-from dhrag_core import HistoryDatabase, MiniLMEmbedder, Settings
+from dhrag_core import HistoryDatabase, NumpyMiniLMEmbedder, Settings
 
 
 def main() -> None:
-    embedder = MiniLMEmbedder()
+    embedder = NumpyMiniLMEmbedder()
     with tempfile.TemporaryDirectory() as tmp:
         url = f"sqlite:///{Path(tmp) / 'history.db'}"
         db = HistoryDatabase(embedder=embedder, store=url, settings=Settings(capacity=100))

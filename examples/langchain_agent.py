@@ -29,7 +29,7 @@ from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
 from langchain_core.runnables import Runnable, RunnableConfig
 from langchain_core.tools import tool
 
-from dhrag_core import DHRAG, MiniLMEmbedder
+from dhrag_core import DHRAG, NumpyMiniLMEmbedder
 from dhrag_core.app.demo import load_demo_kb
 from langchain_dhrag import DHRAGMiddleware
 
@@ -87,7 +87,7 @@ def chat_model() -> BaseChatModel:
 
 def main() -> None:
     started = time.perf_counter()
-    embedder = MiniLMEmbedder()
+    embedder = NumpyMiniLMEmbedder()
     with tempfile.TemporaryDirectory() as tmp:
         rag = DHRAG(load_demo_kb(embedder), embedder=embedder,
                     store=f"sqlite:///{Path(tmp) / 'history.db'}")

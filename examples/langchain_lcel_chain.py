@@ -32,7 +32,7 @@ from langchain_core.runnables import (
 )
 from langchain_core.vectorstores import InMemoryVectorStore
 
-from dhrag_core import MiniLMEmbedder
+from dhrag_core import NumpyMiniLMEmbedder
 from dhrag_core.app.demo import DEMO_TURNS, load_demo_kb
 from langchain_dhrag import (
     DHRAGEmbeddings,
@@ -81,7 +81,7 @@ def chat_model() -> tuple[BaseChatModel, bool]:
     return FakeListChatModel(responses=SCRIPTED_ANSWERS), False
 
 
-def build_store(embedder: MiniLMEmbedder) -> InMemoryVectorStore:
+def build_store(embedder: NumpyMiniLMEmbedder) -> InMemoryVectorStore:
     """The demo passages in a LangChain vector store embedded by DH-RAG's MiniLM.
 
     The demo ships MiniLM vectors of its passages; ``preload`` lets the store reuse them
@@ -99,7 +99,7 @@ def build_store(embedder: MiniLMEmbedder) -> InMemoryVectorStore:
 
 
 def build_chat(
-    embedder: MiniLMEmbedder, llm: BaseChatModel, *, rewrite_with_llm: bool = False
+    embedder: NumpyMiniLMEmbedder, llm: BaseChatModel, *, rewrite_with_llm: bool = False
 ) -> tuple[DHRAGMemoryRunnable, DHRAGRetriever]:
     """An ordinary LCEL RAG chain over the store, with DH-RAG memory added by one call."""
     retriever = DHRAGRetriever.from_knowledge(
@@ -121,7 +121,7 @@ def build_chat(
 
 def main() -> None:
     started = time.perf_counter()
-    embedder = MiniLMEmbedder()
+    embedder = NumpyMiniLMEmbedder()
     llm, real = chat_model()
     chat, retriever = build_chat(embedder, llm, rewrite_with_llm=real)
     config: RunnableConfig = {"configurable": {"session_id": SESSION}}

@@ -42,7 +42,7 @@ from llama_index.core.llms import LLM, CustomLLM
 from llama_index.core.llms.callbacks import llm_completion_callback
 from llama_index.core.node_parser import SentenceSplitter
 
-from dhrag_core import DHRAGSettings, Embedder, MiniLMEmbedder
+from dhrag_core import DHRAGSettings, Embedder, NumpyMiniLMEmbedder
 from dhrag_core.algorithm.lexical import word_overlap
 from dhrag_core.app.demo import DEMO_TURNS
 from llamaindex_dhrag import DHRAGChatEngine, DHRAGEmbedding
@@ -200,7 +200,7 @@ def run(
     out: TextIO = sys.stdout,
 ) -> list[AgentChatResponse]:
     """Index ``docs`` and hold the conversation ``turns``; returns the replies."""
-    embedder = embedder or MiniLMEmbedder()
+    embedder = embedder or NumpyMiniLMEmbedder()
     embed_model = DHRAGEmbedding(embedder)
     t0 = time.perf_counter()
     embedder.encode(["warm-up"])  # load the model now, so turn timings are turn timings

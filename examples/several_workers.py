@@ -29,11 +29,11 @@ TURNS = 6
 
 def worker(name: str, dsn: str, inbox: Any, outbox: Any) -> None:
     """Answer the turns sent to this worker until it receives ``None``."""
-    from dhrag_core import DHRAG, MiniLMEmbedder, PostgresStore
+    from dhrag_core import DHRAG, NumpyMiniLMEmbedder, PostgresStore
     from dhrag_core.app.answering import ExtractiveAnswerer
     from dhrag_core.app.demo import load_demo_kb
 
-    embedder = MiniLMEmbedder()
+    embedder = NumpyMiniLMEmbedder()
     rag = DHRAG(load_demo_kb(embedder), embedder=embedder, store=PostgresStore(dsn))
     answerer = ExtractiveAnswerer(embedder)
     outbox.put((name, "ready", None))

@@ -15,6 +15,7 @@ from dhrag_core.transcript import exchanges, format_transcript, in_turn_order
 
 __all__ = [
     "TRACE_KEY",
+    "document_title",
     "document_to_passage",
     "documents_to_passages",
     "format_documents",
@@ -34,11 +35,23 @@ def _json_safe(metadata: Mapping[str, Any]) -> dict[str, Any]:
     return out
 
 
+def document_title(doc: Document) -> str:
+    """The document's title: ``metadata["title"]`` (where loaders and vector stores put it),
+    else the title in the DH-RAG trace (``metadata["dhrag"]["title"]``, there for passages of
+    a dhrag knowledge base); "" when neither is a non-empty string."""
+    own = doc.metadata.get("title")
+    if isinstance(own, str) and own:
+        return own
+    trace = doc.metadata.get(TRACE_KEY)
+    traced = trace.get("title") if isinstance(trace, Mapping) else None
+    return traced if isinstance(traced, str) else ""
+
+
 def document_to_passage(doc: Document | str, score: float | None = None) -> Passage:
     """A LangChain ``Document`` (or plain text) as a dhrag ``Passage``.
 
     The id is the document's id, else ``metadata["_id"]`` (where ``langchain-qdrant`` puts
-    the point id); the title is ``metadata["title"]`` when present; the DH-RAG trace a
+    the point id); the title is ``document_title``'s; the DH-RAG trace a
     ``DHRAGRetriever`` added is dropped, other metadata is kept (JSON-safe).
 
     Example:
@@ -50,12 +63,11 @@ def document_to_passage(doc: Document | str, score: float | None = None) -> Pass
     if not isinstance(doc, Document):
         raise TypeError(f"documents must hold Document or str items, got {type(doc).__name__}")
     meta = {k: v for k, v in doc.metadata.items() if k != TRACE_KEY}
-    title = meta.get("title")
     doc_id = doc.id
     if doc_id is None and isinstance(meta.get("_id"), (str, int)):
         doc_id = str(meta["_id"])
     return Passage(
-        text=doc.page_content, id=doc_id, title=title if isinstance(title, str) else "",
+        text=doc.page_content, id=doc_id, title=document_title(doc),
         score=score, metadata=_json_safe(meta),
     )
 
@@ -99,7 +111,8 @@ def selection_to_documents(selection: Selection) -> list[Document]:
 
 
 def format_documents(docs: Sequence[Document]) -> str:
-    """Numbered passages for a prompt: ``[1] Title: text`` (the title when there is one).
+    """Numbered passages for a prompt: ``[1] Title: text`` (the ``document_title`` when
+    there is one).
 
     Example:
         >>> print(format_documents([Document("Made of stone.", metadata={"title": "Wall"})]))
@@ -107,7 +120,7 @@ def format_documents(docs: Sequence[Document]) -> str:
     """
     lines = []
     for i, d in enumerate(docs, 1):
-        title = d.metadata.get("title")
+        title = document_title(d)
         lines.append(f"[{i}] {title}: {d.page_content}" if title else f"[{i}] {d.page_content}")
     return "\n".join(lines)
 

@@ -14,6 +14,7 @@ from langchain_core.messages import AIMessage, BaseMessage, HumanMessage
 from pydantic import Field
 
 from dhrag_core import DHRAG, Passage, Selection
+from dhrag_core.transcript import Role
 from dhrag_core.validation import check_session_id
 from langchain_dhrag._context import missing_session
 from langchain_dhrag.documents import (
@@ -32,12 +33,13 @@ class DHRAGMemory(BaseMemory):
 
     ``load_memory_variables`` returns, under ``memory_key``, the selected earlier turns
     (oldest first; a string, or messages with ``return_messages=True``) and, under
-    ``rewritten_query_key``, the standalone query reconstructed from them; with
-    ``context_key`` set, also the integrated context as documents. ``save_context`` stores
-    the turn (input, passages, output): the passages are the documents under
-    ``passages_key`` when given, else the context of the latest selection for this input
-    (made by this memory or by a ``DHRAGRetriever`` on the same engine). ``clear`` forgets
-    the session.
+    ``rewritten_query_key`` (unless None), the standalone query reconstructed from them;
+    with ``context_key`` set, also the integrated context as documents (a prompt with only
+    ``{history}`` and ``{input}``, such as ``ConversationChain``'s default, needs
+    ``rewritten_query_key=None``). ``save_context`` stores the turn (input, passages,
+    output): the passages are the documents under ``passages_key`` when given, else the
+    context of the latest selection for this input (made by this memory or by a
+    ``DHRAGRetriever`` on the same engine). ``clear`` forgets the session.
 
     The session is ``inputs["session_id"]`` when the inputs carry one (see ``session_key``),
     else the ``session_id`` field; with neither, a ``ValueError`` says how to pass one.
@@ -46,7 +48,7 @@ class DHRAGMemory(BaseMemory):
         engine: The ``DHRAG`` engine (shared with a ``DHRAGRetriever`` if there is one).
         session_id: The session of this memory (default: none; each call's inputs name it).
         memory_key: Output key of the selected history.
-        rewritten_query_key: Output key of the rewritten query.
+        rewritten_query_key: Output key of the rewritten query (None: not returned).
         context_key: Output key of the context documents (None: not returned).
         input_key, output_key: Keys of the user input and of the answer (inferred when
             there is only one candidate).
@@ -68,7 +70,7 @@ class DHRAGMemory(BaseMemory):
     engine: DHRAG
     session_id: str | None = Field(default=None, min_length=1, max_length=256)
     memory_key: str = "history"
-    rewritten_query_key: str = "rewritten_query"
+    rewritten_query_key: str | None = "rewritten_query"
     context_key: str | None = None
     input_key: str | None = None
     output_key: str | None = None
@@ -81,8 +83,8 @@ class DHRAGMemory(BaseMemory):
 
     @property
     def memory_variables(self) -> list[str]:
-        keys = [self.memory_key, self.rewritten_query_key]
-        return keys + ([self.context_key] if self.context_key else [])
+        optional = (self.rewritten_query_key, self.context_key)
+        return [self.memory_key, *(key for key in optional if key)]
 
     # -- keys -------------------------------------------------------------------------------
 
@@ -149,8 +151,9 @@ class DHRAGMemory(BaseMemory):
             else format_history(selection.history, human_prefix=self.human_prefix,
                                 ai_prefix=self.ai_prefix)
         )
-        out: dict[str, Any] = {self.memory_key: history,
-                               self.rewritten_query_key: selection.rewritten_query}
+        out: dict[str, Any] = {self.memory_key: history}
+        if self.rewritten_query_key:
+            out[self.rewritten_query_key] = selection.rewritten_query
         if self.context_key:
             out[self.context_key] = selection_to_documents(selection)
         return out
@@ -188,11 +191,15 @@ class DHRAGChatMessageHistory(BaseChatMessageHistory):
     """One session of the DH-RAG history database as a LangChain chat message history.
 
     ``messages`` are the stored turns, oldest first, as human/AI message pairs (what DH-RAG
-    kept: near-duplicate turns merged, low-weight turns evicted beyond capacity).
-    ``add_messages`` records each human message with the AI message that follows it as one
-    turn, with the passages of the latest ``DHRAGRetriever`` selection for that question on
-    the same engine; a human message without an answer yet waits for it. Other message types
-    are ignored. ``select_messages(query)`` gives only the turns DH-RAG selects for a query.
+    kept: near-duplicate turns merged, low-weight turns evicted beyond capacity), then the
+    question still waiting for its answer, if any. ``add_messages`` records each human
+    message with the AI message that follows it as one turn, with the passages of the latest
+    ``DHRAGRetriever`` selection for that question on the same engine
+    (``DHRAG.record_messages``). A human message without an answer yet is held in the
+    history store, so the answer may be added through another instance (a
+    ``get_session_history`` factory makes one per call), another worker, or after a restart.
+    Other message types, and AI messages that call tools, are ignored.
+    ``select_messages(query)`` gives only the turns DH-RAG selects for a query.
 
     Args:
         engine: The ``DHRAG`` engine.
@@ -211,11 +218,12 @@ class DHRAGChatMessageHistory(BaseChatMessageHistory):
             raise TypeError(f"engine must be a dhrag_core.DHRAG, got {type(engine).__name__}")
         self.engine = engine
         self.session_id = check_session_id(session_id)
-        self._question: str | None = None
 
     @property
     def messages(self) -> list[BaseMessage]:  # type: ignore[override]  # base: an attribute
-        return turns_to_messages(self.engine.history.turns(self.session_id))
+        stored = turns_to_messages(self.engine.history.turns(self.session_id))
+        held = self.engine.history.held_question(self.session_id)
+        return stored if held is None else [*stored, HumanMessage(held)]
 
     def select_messages(self, query: str, k: int | None = None) -> list[BaseMessage]:
         """Messages of the history turns DH-RAG selects for ``query``, oldest first."""
@@ -227,17 +235,13 @@ class DHRAGChatMessageHistory(BaseChatMessageHistory):
         for i, m in enumerate(messages):
             if not isinstance(m, BaseMessage):
                 raise TypeError(f"messages[{i}] must be a BaseMessage, got {type(m).__name__}")
-        # pair questions with answers and check every text first: a bad message anywhere
-        # stores nothing of the batch
-        question, turns = self._question, []
+        said: list[tuple[Role, str]] = []
         for m in messages:
             if isinstance(m, HumanMessage):
-                question = m.text
-            elif isinstance(m, AIMessage) and question is not None and not m.tool_calls:
-                turns.append((question, m.text))
-                question = None
-        self.engine.record_turns(self.session_id, turns)
-        self._question = question
+                said.append(("user", m.text))
+            elif isinstance(m, AIMessage) and not m.tool_calls:
+                said.append(("assistant", m.text))
+        self.engine.record_messages(self.session_id, said)
 
     def record(
         self, question: str, answer: str, documents: Sequence[Document | str] | None = None
@@ -247,6 +251,5 @@ class DHRAGChatMessageHistory(BaseChatMessageHistory):
         self.engine.record(self.session_id, question, answer, passages=passages)
 
     def clear(self) -> None:
-        """Forget the session."""
-        self._question = None
+        """Forget the session (its held question too)."""
         self.engine.reset(self.session_id)

@@ -9,13 +9,19 @@
 from __future__ import annotations
 
 import asyncio
-from typing import Any
+import threading
+import warnings
+from collections.abc import Sequence
+from typing import Any, Self
 
+import numpy as np
 from llama_index.core.base.embeddings.base import BaseEmbedding, Embedding
 from llama_index.core.bridge.pydantic import PrivateAttr
 
-from dhrag_core import Embedder, MiniLMEmbedder
-from dhrag_core.embedding import FunctionEmbedder
+from dhrag_core import Embedder
+from dhrag_core.embedding import FunctionEmbedder, default_embedder
+from dhrag_core.records import Vector
+from llamaindex_dhrag._stack import caller_level
 
 __all__ = ["DHRAGEmbedding", "LlamaIndexEmbedder", "as_embedder"]
 
@@ -46,6 +52,38 @@ class LlamaIndexEmbedder(FunctionEmbedder):
             )
         super().__init__(embed_model.get_text_embedding_batch, dimension, name="embed_model")
         self.embed_model = embed_model
+        self._first: list[tuple[str, Vector]] = []  # distinct texts seen, until it is known
+        self._known = False  # whether the model tells texts apart is known (and said)
+        self._check_lock = threading.Lock()
+
+    def encode(self, texts: Sequence[str]) -> Vector:
+        rows = super().encode(texts)
+        if not self._known:
+            self._check_distinct(texts, rows)
+        return rows
+
+    def _check_distinct(self, texts: Sequence[str], rows: Vector) -> None:
+        """Warn once if the first three different texts get one vector (``MockEmbedding``):
+        DH-RAG would take every turn for a near-duplicate of the one before."""
+        with self._check_lock:
+            for text, row in zip(texts, rows, strict=True):
+                if self._known or any(text == t for t, _ in self._first):
+                    continue
+                if self._first and not np.allclose(row, self._first[0][1], atol=1e-6):
+                    self._known, self._first = True, []
+                    return
+                self._first.append((text, row))
+                if len(self._first) == 3:
+                    self._known, self._first = True, []
+                    warnings.warn(
+                        f"{type(self.embed_model).__name__} gives the same vector to different "
+                        "texts (as llama_index's MockEmbedding does): DH-RAG cannot tell turns "
+                        "apart, so each new turn is merged into the one before as a "
+                        "near-duplicate (only the latest is kept). For tests, give DH-RAG an "
+                        "embedder that tells texts apart: embedder=HashingEmbedder() (dhrag_core; "
+                        "offline, deterministic) or DHRAGEmbedding(HashingEmbedder()) for the "
+                        "index too; in use, a real embedding model.",
+                        UserWarning, stacklevel=caller_level())
 
 
 class DHRAGEmbedding(BaseEmbedding):
@@ -55,7 +93,8 @@ class DHRAGEmbedding(BaseEmbedding):
     they do not block the event loop. Nothing is loaded until the first embedding.
 
     Args:
-        embedder: A dhrag embedder; default: the offline ``MiniLMEmbedder``.
+        embedder: A dhrag embedder; default: the offline all-MiniLM-L6-v2 in NumPy
+            (``NumpyMiniLMEmbedder``).
         model_name: Reported model name; default ``"dhrag:<EmbedderClass>"``.
         embed_batch_size: Texts per batch.
         **kwargs: Other ``BaseEmbedding`` fields (``callback_manager``...).
@@ -78,7 +117,7 @@ class DHRAGEmbedding(BaseEmbedding):
         **kwargs: Any,
     ) -> None:
         if embedder is None:
-            embedder = MiniLMEmbedder()
+            embedder = default_embedder()
         if not isinstance(embedder, Embedder):
             raise TypeError(
                 "embedder must have .dimension and .encode(texts) (dhrag Embedder protocol), "
@@ -94,6 +133,19 @@ class DHRAGEmbedding(BaseEmbedding):
     @classmethod
     def class_name(cls) -> str:
         return "DHRAGEmbedding"
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any], **kwargs: Any) -> Self:
+        """Rebuild from ``to_dict()``. The dict does not hold the embedder: pass ``embedder=``
+        unless it names the default one (a ``ValueError`` rather than another model)."""
+        if kwargs.get("embedder") is None:
+            default = f"dhrag:{type(default_embedder()).__name__}"
+            if data.get("model_name") != default:
+                raise ValueError(
+                    f"DHRAGEmbedding.from_dict: the dict names {data.get('model_name')!r}, "
+                    f"not the default {default!r}; pass the embedder itself: "
+                    "DHRAGEmbedding.from_dict(data, embedder=...)")
+        return super().from_dict(data, **kwargs)
 
     @property
     def embedder(self) -> Embedder:

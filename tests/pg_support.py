@@ -15,7 +15,7 @@ import pytest
 from benchmarks.pg_server import PostgresUnavailable, TempPostgres
 
 REQUIRE_ENV = "DHRAG_REQUIRE_POSTGRES"
-TABLES = "dhrag_turns, dhrag_log, dhrag_sessions, dhrag_meta, dhrag_state"
+TABLES = "dhrag_turns, dhrag_log, dhrag_sessions, dhrag_meta, dhrag_questions, dhrag_state"
 """Every table a dhrag version created (dhrag_state: the unused table of earlier versions)."""
 
 

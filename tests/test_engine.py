@@ -745,9 +745,15 @@ def test_record_turns_checks_every_turn_before_storing_any() -> None:
     rag.record_turns("u", [("What is the Great Wall built of?", "Stone."), ("How long?", "")])
     assert [t.query for t in rag.history.turns("u")] == ["What is the Great Wall built of?",
                                                          "How long?"]
-    for bad in ([("fine", "ok"), ("nul \x00", "a")], [("fine", "ok"), ("q", None)]):
+    for bad in ([("fine", "ok"), ("  ", "a")], [("fine", "ok"), ("q", None)]):
         with pytest.raises((ValueError, TypeError)):
             rag.record_turns("u", bad, replace_history=True)  # type: ignore[arg-type]
         assert len(rag.history.turns("u")) == 2  # kept as it was
     rag.record_turns("u", [("Where is it?", "China.")], replace_history=True)
     assert [t.query for t in rag.history.turns("u")] == ["Where is it?"]
+
+
+def test_an_empty_knowledge_base_warns_when_the_engine_is_built() -> None:
+    emb = HashingEmbedder()
+    with pytest.warns(UserWarning, match="holds no passages"):
+        DHRAG(FaissKnowledgeBase([], emb), embedder=emb)

@@ -24,7 +24,10 @@ def test_benchmark_without_data_says_where_to_get_it(
     assert err.count("\n") == 1 and "Traceback" not in err, err
     assert "nowhere does not exist" in err
     assert "github.com/IBM/mt-rag-benchmark" in err and "Apache-2.0" in err
-    assert "--data" in err and "Benchmark data" in err
+    assert "--data" in err and "docs/layout.md 'Benchmark data'" in err
+    # the page it names exists and explains the layout
+    layout = (Path(__file__).parents[1] / "docs" / "layout.md").read_text(encoding="utf-8")
+    assert "**Benchmark data**" in layout and "conversations.jsonl" in layout
     assert not (tmp_path / "cache").exists()
 
 

@@ -177,11 +177,7 @@ BAD_ADDS = [
     ({"query": None}, TypeError, "query"),
     ({"query": 42}, TypeError, "query"),
     ({"query": b"\xff\xfe bytes"}, TypeError, "decode"),
-    ({"query": "bad \udcff surrogate"}, ValueError, "Unicode"),
-    ({"query": "x" * 10_000_000}, ValueError, "limit"),
-    ({"query": "nul\x00byte"}, ValueError, "NUL"),
     ({"response": None}, TypeError, "response"),
-    ({"response": "y" * 10_000_000}, ValueError, "response"),
     ({"passages": "one string"}, TypeError, "passages"),
     ({"passages": [None]}, TypeError, r"passages\[0\]"),
     ({"metadata": {"x": object()}}, TypeError, r"metadata\['x'\] must be JSON data"),
@@ -201,6 +197,34 @@ BAD_ADDS = [
     ({"session_id": "s" * 300}, ValueError, "session_id"),
     ({"timestamp": "yesterday"}, TypeError, "timestamp"),
 ]
+
+
+@pytest.mark.parametrize(("query", "response", "stored_query", "note"), [
+    ("bad \udcff surrogate", "r", "bad \ufffd surrogate", None),
+    ("nul\x00byte", "r", "nulbyte", None),
+    ("word " * 2_000_000, "r", ("word " * 1_638).strip(), None),  # 8,192 at a word
+    ("valid question", "y" * 10_000_000, "valid question", "cut from 10,000,000"),
+    ("valid question", "an \udcff answer\x00", "valid question", "lone surrogates"),
+])
+def test_text_that_cannot_be_stored_as_given_is_stored_cleaned_and_said_so(
+    tmp_path: Path, embedder: HashingEmbedder, query: str, response: str, stored_query: str,
+    note: str | None,
+) -> None:
+    """A question is cut or cleaned with a warning, an answer (already given by the LLM) is
+    cleaned with a note in the turn's metadata: neither fails the turn."""
+    db = HistoryDatabase(embedder=embedder, store=SQLiteStore(tmp_path / "h.db"))
+    fill(db, "s", 2)
+    if note is None:
+        with pytest.warns(UserWarning, match="query: "):
+            db.add("s", query, ["p"], response)
+    else:
+        db.add("s", query, ["p"], response)
+    last = db.turns("s")[-1]
+    assert last.query == stored_query and len(db.turns("s")) == 3
+    assert (note is None) == ("dhrag_cleaned" not in last.metadata)
+    if note is not None:
+        assert note in last.metadata["dhrag_cleaned"]
+        assert "\x00" not in last.response and len(last.response) <= 1_000_000
 
 
 @pytest.mark.parametrize(("change", "exc", "match"), BAD_ADDS)

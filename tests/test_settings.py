@@ -97,14 +97,14 @@ def fixed(table: dict[str, np.ndarray]) -> FunctionEmbedder:
                             DIM)
 
 
-def test_max_query_chars_rejects_a_longer_query_and_keeps_the_session() -> None:
-    db = HistoryDatabase(embedder=HashingEmbedder(), settings=Settings(max_query_chars=12))
+def test_max_query_chars_cuts_a_longer_query_at_a_word_with_one_warning() -> None:
+    db = HistoryDatabase(embedder=HashingEmbedder(), settings=Settings(max_query_chars=20))
     db.add("s", "twelve chars", [], "ok")
-    with pytest.raises(ValueError, match="limit is 12"):
-        db.add("s", "thirteen char", [], "no")
-    with pytest.raises(ValueError, match="limit is 12"):
-        db.select("s", "thirteen char")
-    assert [t.query for t in db.turns("s")] == ["twelve chars"]
+    with pytest.warns(UserWarning, match=r"cut from 29 .*max_query_chars.*--max-query-chars"):
+        db.add("s", "how long is the wall of china", [], "21,196 km.")
+    assert [t.query for t in db.turns("s")] == ["twelve chars", "how long is the wall"]
+    with pytest.warns(UserWarning, match="cut from"):
+        db.select("s", "how long is the wall of china")
 
 
 def test_max_passage_metadata_chars_drops_the_largest_fields_of_a_stored_passage() -> None:

@@ -29,6 +29,8 @@ from dhrag_core import (
     Turn,
 )
 from dhrag_core.history.sessions import SessionCache
+from dhrag_core.store import QuestionStore
+from dhrag_core.store.schema import SCHEMA_VERSION
 
 BACKENDS = ["memory", "sqlite", "postgres"]
 
@@ -209,10 +211,11 @@ def test_sessions_are_isolated(backend: Backend) -> None:
 
 
 def rows_naming(backend: Backend, store: HistoryStore, session_id: str) -> list[str]:
-    """Tables (or, in memory, the dict) that still hold the session id."""
-    tables = ("dhrag_turns", "dhrag_log", "dhrag_sessions")
+    """Tables (or, in memory, the dicts) that still hold the session id."""
+    tables = ("dhrag_turns", "dhrag_log", "dhrag_sessions", "dhrag_questions")
     if isinstance(store, MemoryStore):
-        return ["_sessions"] if session_id in store._sessions else []
+        return [name for name in ("_sessions", "_questions")
+                if session_id in getattr(store, name)]
     if isinstance(store, SQLiteStore):
         conn = sqlite3.connect(store.path)
         try:
@@ -236,9 +239,13 @@ def test_delete_leaves_no_row_naming_the_session(backend: Backend) -> None:
         store.apply("secret-user@example.com", upsert=[make_turn("secret-user@example.com",
                                                                  f"t{i}", i)])
     store.apply("other", upsert=[make_turn("other", "t", 0)])
+    assert isinstance(store, QuestionStore)
+    store.hold_question("secret-user@example.com", "What is my password?")
+    store.hold_question("other", "kept")
     old = store.version("secret-user@example.com")
     store.delete_session("secret-user@example.com")
     assert rows_naming(backend, store, "secret-user@example.com") == []
+    assert store.held_question("other") == "kept"
     assert store.version("secret-user@example.com") == 0 and store.sessions() == ["other"]
     again = store.apply("secret-user@example.com",
                         upsert=[make_turn("secret-user@example.com", "new", 0)])
@@ -257,8 +264,9 @@ def test_a_cache_never_takes_a_re_created_session_for_the_deleted_one(
     a.delete_session("s")
     a.add("s", "Where do guinea pigs sleep?", ["In burrows."], "In burrows.")
     assert [t.query for t in b.turns("s")] == ["Where do guinea pigs sleep?"]
-    assert {h.turn.query for h in b.select("s", "Great Wall length")} == {
+    assert {h.turn.query for h in b.select("s", "How long do they sleep?")} == {
         "Where do guinea pigs sleep?"}
+    assert list(b.select("s", "Great Wall length")) == []  # a new subject, no deleted turn
 
 
 def test_reopen_keeps_everything(backend: Backend) -> None:
@@ -273,6 +281,68 @@ def test_reopen_keeps_everything(backend: Backend) -> None:
     assert [t.turn_id for t in loaded] == [t.turn_id for t in turns if t.turn_id != "t3"]
     for got, want in zip(loaded, [t for t in turns if t.turn_id != "t3"], strict=True):
         assert_same_turn(got, want)
+
+
+QUESTION = "How long is it? ünïcode \u2603 '\"\\ ✓"
+
+
+def test_a_held_question_waits_until_taken_and_survives_a_restart(backend: Backend) -> None:
+    store = backend.open()
+    assert isinstance(store, QuestionStore)
+    assert store.held_question("s") is None and store.take_question("s") is None
+    store.apply("s", upsert=[make_turn("s", "a", 0)])
+    store.hold_question("s", "an earlier question")
+    store.hold_question("s", QUESTION)  # replaces it
+    store.hold_question("t", "another session's")
+    assert store.version("s") == 1 and store.version("t") == 0, "turns and versions as they were"
+    store.close()
+
+    again = backend.open()
+    assert isinstance(again, QuestionStore)
+    assert again.held_question("s") == QUESTION
+    assert again.take_question("s", "an earlier question") is None, "only the one expected"
+    assert again.held_question("s") == QUESTION
+    assert again.take_question("s", QUESTION) == QUESTION
+    assert again.held_question("s") is None and again.take_question("s") is None
+    assert again.take_question("t") == "another session's"
+    assert again.sessions() == ["s"] and again.version("s") == 1
+    assert [t.turn_id for t in again.load("s")[0]] == ["a"]
+
+
+def test_a_store_of_schema_version_2_opens_and_gains_the_questions_table(
+    backend: Backend,
+) -> None:
+    """Version 2 had no ``dhrag_questions``: such a store opens for writing, keeps its
+    turns, is brought to the current version, and holds questions."""
+    if backend.name == "memory":
+        pytest.skip("nothing durable")
+    store = backend.open()
+    store.apply("s", upsert=[make_turn("s", "a", 0)])
+    downgrade = ("DROP TABLE dhrag_questions",
+                 "UPDATE dhrag_meta SET value = '2' WHERE key = 'schema_version'")
+    if isinstance(store, SQLiteStore):
+        store.close()
+        with sqlite3.connect(store.path) as conn:
+            for statement in downgrade:
+                conn.execute(statement)
+        conn.close()
+    else:
+        import psycopg
+
+        assert isinstance(store, PostgresStore)
+        with psycopg.connect(store.dsn, autocommit=True) as pg:
+            for statement in downgrade:
+                pg.execute(statement)
+        store.close()
+    assert ("schema_version", "2") in table_rows(store, "dhrag_meta")
+
+    again = backend.open()
+    assert isinstance(again, QuestionStore)
+    assert again.held_question("s") is None
+    again.hold_question("s", QUESTION)
+    assert [t.turn_id for t in again.load("s")[0]] == ["a"] and again.version("s") == 1
+    assert table_rows(again, "dhrag_questions") == [("s", QUESTION)]
+    assert ("schema_version", str(SCHEMA_VERSION)) in table_rows(again, "dhrag_meta")
 
 
 # -- through HistoryDatabase -------------------------------------------------------------

@@ -38,6 +38,14 @@ def test_back_references(query: str, back: bool) -> None:
     assert ts.back_reference(query) is back
 
 
+@pytest.mark.parametrize(("text", "genders"), [
+    ("How many movies were made from his books?", {"m"}), ("When did she start writing?", {"f"}),
+    ("Where does it grow?", set()), ("The Hershey bar: who made it?", set()),
+])
+def test_persons_are_the_genders_of_personal_pronouns(text: str, genders: set[str]) -> None:
+    assert ts.persons(text) == genders
+
+
 def _features(**values: float) -> np.ndarray:
     return np.array([values.get(name, 0.0) for name in ts.FEATURES])
 
@@ -55,6 +63,22 @@ def test_words_of_another_thread_only_go_back_to_it() -> None:
     shift = ts.decide(f, np.array([0.7, 0.2, 0.05]), np.array([0.5, 0.1, 0.0]),
                       np.array([0, 0, 1]), 2)
     assert not shift.stay and shift.thread == 0 and shift.anchor == 0
+
+
+def test_leaving_with_no_other_thread_to_return_to_goes_back_inside_its_own_thread() -> None:
+    # turn 0 (Great Wall) and turn 2 (Berlin Wall) were chained together; turn 1 is another
+    # topic the question does not match: "going back to the Great Wall" returns to turn 0
+    f = _features(question_latest=0.4, question_thread=0.7, question_other=0.01,
+                  back_reference=1.0, has_other=1.0)
+    q, a = np.array([0.68, 0.01, 0.45]), np.array([0.52, 0.01, 0.37])
+    shift = ts.decide(f, q, a, np.array([0, 1, 0]), 2)
+    assert not shift.stay and shift.thread == 0 and shift.anchor == 0
+    # below ``drift`` it is a new topic
+    low = ts.decide(f, q * 0.3, a * 0.3, np.array([0, 1, 0]), 2)
+    assert low.thread is None and low.anchor is None
+    # a subject of its own ("When did the Berlin Wall come down?") is no return inside it
+    named = ts.decide(f, q, a, np.array([0, 1, 0]), 2, names_subject=True)
+    assert named.thread is None and named.anchor is None
 
 
 def test_a_question_unrelated_to_everything_starts_a_new_topic() -> None:

@@ -19,7 +19,7 @@ from topic_chat import (
     scripted_answer,
 )
 
-from dhrag_core import DHRAG, FaissKnowledgeBase, Settings
+from dhrag_core import DHRAG, FaissKnowledgeBase, HistoryDatabase, Settings
 from dhrag_core.transcript import in_turn_order
 
 pytestmark = pytest.mark.model
@@ -46,3 +46,24 @@ def seen() -> list[Seen]:
 @pytest.mark.parametrize("turn", ALL_TURNS)
 def test_turn_is_on_topic(seen: list[Seen], turn: int) -> None:
     check_turn(seen, turn)
+
+
+@pytest.mark.parametrize(("person", "return_question"), [
+    (("when was charles dickens born", "On 7 February 1812. He was an English writer."),
+     "how many movies have been made from his books?"),
+    (("how many books has agatha christie sold", "Around two billion. She is the best-selling "
+      "fiction writer of all time."), "how many languages has she been translated into?"),
+])
+def test_a_he_or_she_goes_back_to_the_thread_that_spoke_of_a_person(
+    person: tuple[str, str], return_question: str,
+) -> None:
+    """After a thread about a person and one about cashew trees (no "he" or "she" in it), a
+    question whose "his" or "she" can only mean the person goes back to that thread."""
+    history = HistoryDatabase(embedder=minilm())
+    for question, answer in (person, (
+            "random question: where do cashews come from originally?",
+            "The cashew tree is native to northeastern Brazil."),
+            ("how long before a tree gives nuts?", "A tree starts producing after about "
+             "three years.")):
+        history.add(SESSION, question, [], answer)
+    assert [h.turn.query for h in history.select(SESSION, return_question)][:1] == [person[0]]

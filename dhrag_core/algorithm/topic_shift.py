@@ -7,11 +7,14 @@ current one, a back-reference ("the monument mentioned earlier"), a follow-up th
 nothing. When the question leaves, it goes back to the earlier thread it matches best, if any
 matches well enough; else it starts a new topic, and no earlier turn is handed on.
 
-Three rules stand beside the fit, for what TopiOCQA (whose switches follow an entity of the
+Rules stand beside the fit, for what TopiOCQA (whose switches follow an entity of the
 previous answer) cannot teach: a question related to no earlier turn at all starts a new topic
-(``unrelated``); one that leads with a subject of its own ("and what about X?") leaves; a
+(``unrelated``); one that leads with a subject of its own ("and what about X?") or names one no
+earlier turn holds ("when did the Berlin Wall come down?" after the Great Wall) leaves; a
 follow-up that names nothing of another thread stays ("who was it built for?" after "and what
-about the Great Pyramid?", however alike its wording is to an older "when was it built?").
+about the Great Pyramid?", however alike its wording is to an older "when was it built?"); a
+question that leaves and matches no other thread goes back to an earlier turn of its own
+thread when one matches well (``drift``: a thread that took in turns of two topics).
 
 Every similarity is taken in the calibrated space (unrelated texts near 0 for any embedder),
 and the word features are shares of the question's content words, so the constants do not
@@ -32,7 +35,8 @@ from dhrag_core.embedding import token_set
 
 __all__ = [
     "FEATURES", "FITTED", "UNRELATED", "Constants", "Shift",
-    "back_reference", "decide", "is_unanswered", "shift_features", "stay_probability",
+    "back_reference", "decide", "is_unanswered", "persons", "shift_features",
+    "stay_probability",
     "turn_words", "unrelated",
 ]
 
@@ -62,8 +66,8 @@ class Constants:
     """Leaving, go back to the best other thread when its best turn scores at least this
     (question similarity plus answer similarity); below, the question starts a new topic."""
     drift: float
-    """In a session of one thread, leaving its latest turn goes back to an earlier turn of it
-    only when that turn scores at least this; else the question starts a new topic."""
+    """Leaving, with no other thread scoring ``back``: go back to an earlier turn of the latest
+    thread only when that turn scores at least this; else the question starts a new topic."""
 
 
 FITTED = Constants(
@@ -71,7 +75,7 @@ FITTED = Constants(
     bias=-0.81, stay=0.5, back=0.2, drift=0.5)
 """The constants ``benchmarks/analyses/fit_thread_decision.py`` printed; read at each call, so
 an analysis may set another ``Constants`` here."""
-UNRELATED = 0.1
+UNRELATED = 0.2
 """Calibrated similarity below which an earlier turn tells nothing of the question."""
 
 _BACK = re.compile(
@@ -104,6 +108,17 @@ def back_reference(query: str) -> bool:
     """Whether the question points back to something said earlier ("the union mentioned
     earlier", "back to the tower")."""
     return bool(_BACK.search(query))
+
+
+_PERSONS = {"he": "m", "him": "m", "his": "m", "himself": "m",
+            "she": "f", "her": "f", "hers": "f", "herself": "f"}
+_WORD = re.compile(r"[a-z]+")
+
+
+def persons(text: str) -> frozenset[str]:
+    """The genders of the personal pronouns in ``text`` ("m", "f"): what a "he" or "she" can
+    refer back to (a thread that never spoke of a him holds no antecedent for "his books")."""
+    return frozenset(_PERSONS[w] for w in _WORD.findall(text.lower()) if w in _PERSONS)
 
 
 @lru_cache(maxsize=8192)
@@ -169,9 +184,10 @@ def unrelated(features: np.ndarray, question_sims: np.ndarray,
 def decide(features: np.ndarray, question_sims: np.ndarray, answer_sims: np.ndarray,
            threads: np.ndarray, latest: int, constants: Constants | None = None, *,
            names_subject: bool = False, held: bool = False) -> Shift:
-    """Stay, go back to the best other thread (its best turn by question plus answer
-    similarity; in a session of one thread, its best turn before the latest), or start a new
-    topic when that turn scores below ``Constants.back`` (``drift``). ``names_subject``: the
+    """Stay; go back to the best other thread (its best turn by question plus answer
+    similarity) when that turn scores ``Constants.back``; else to the latest thread's best
+    earlier turn (a thread that drifted) when it scores ``drift``; else start a new topic.
+    ``names_subject``: the
     question leads with a subject of its own ("and what about X?"): it leaves the latest turn,
     for the earlier thread it matches or a new topic. ``held``: a follow-up that names
     nothing of another thread ("who was it built for?"): it stays, however alike its wording
@@ -184,14 +200,17 @@ def decide(features: np.ndarray, question_sims: np.ndarray, answer_sims: np.ndar
     if (p >= c.stay or held) and not names_subject:
         return Shift(True, p, int(threads[latest]), float(score[latest]), latest)
     other = threads != threads[latest]
-    least = c.back
-    if not other.any():  # one thread that drifted: go back to an earlier turn of it
-        other = np.arange(len(threads)) != latest
-        least = max(c.back, c.drift)
-    if not other.any():
+    if other.any():
+        best = int(np.argmax(np.where(other, score, -np.inf)))
+        if score[best] >= c.back:
+            return Shift(False, p, int(threads[best]), float(score[best]), best)
+    # no other thread it returns to: the latest thread drifted, back to an earlier turn of it
+    # (not for a subject of its own: "the Berlin Wall" is no return to "the Great Wall")
+    earlier = np.arange(len(threads)) != latest
+    if not earlier.any() or (names_subject and other.any()):
         return Shift(False, p, None, -math.inf)
-    best = int(np.argmax(np.where(other, score, -np.inf)))
+    best = int(np.argmax(np.where(earlier, score, -np.inf)))
     s = float(score[best])
-    if s < least:
+    if s < max(c.back, c.drift):
         return Shift(False, p, None, s)
     return Shift(False, p, int(threads[best]), s, best)

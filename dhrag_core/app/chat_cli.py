@@ -10,6 +10,7 @@ import io
 import os
 import sys
 import unicodedata
+import warnings
 from collections.abc import Iterable, Iterator, Sequence
 from datetime import datetime
 from pathlib import Path
@@ -25,7 +26,7 @@ from dhrag_core.app.chat import (
     render,
 )
 from dhrag_core.app.interrupt import exit_on_interrupt
-from dhrag_core.embedding import Embedder, HashingEmbedder, MiniLMEmbedder
+from dhrag_core.embedding import Embedder, HashingEmbedder, default_embedder
 from dhrag_core.history import HistoryDatabase
 from dhrag_core.knowledge.embed_cache import warm_up
 from dhrag_core.knowledge.ingest import load_kb
@@ -181,7 +182,11 @@ def chat_loop(
         if command in ("/quit", "/exit"):
             break
         try:
-            out = _run_line(session, line, command, typed, interactive)
+            with warnings.catch_warnings(record=True) as said:
+                warnings.simplefilter("always", UserWarning)
+                out = _run_line(session, line, command, typed, interactive)
+            out = "".join(f"warning: {w.message}\n" for w in said
+                          if issubclass(w.category, UserWarning)) + out
         except (TypeError, ValueError, OSError) as exc:  # OSError: the store failed
             out = f"error: {exc}"
         if command == "/reset":
@@ -224,6 +229,9 @@ def add_chat_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--thread-decision", choices=("fitted", "scores"), default="fitted",
                         help="how the earlier topic a question continues is chosen "
                              "(Settings.thread_decision; default fitted)")
+    parser.add_argument("--max-query-chars", type=int, default=Settings().max_query_chars,
+                        help="longest question used; a longer one is cut to it with a warning "
+                             "(Settings.max_query_chars; default %(default)s)")
     parser.add_argument("--embedder", choices=("minilm", "hashing"), default="minilm",
                         help=argparse.SUPPRESS)
 
@@ -330,10 +338,12 @@ def run_chat(args: argparse.Namespace, stdin: TextIO | None = None,
             raise FileNotFoundError(f"knowledge base path {args.kb} does not exist")
         session_id = check_session_id(
             default_session(args.kb) if args.session is None else args.session)
-        embedder: Embedder = HashingEmbedder() if args.embedder == "hashing" else MiniLMEmbedder()
+        embedder: Embedder = (HashingEmbedder() if args.embedder == "hashing"
+                              else default_embedder())
         store = _store_url(args.store)
         history = HistoryDatabase(embedder=embedder, store=store,
-                                  settings=Settings(thread_decision=args.thread_decision))
+                                  settings=Settings(thread_decision=args.thread_decision,
+                                                    max_query_chars=args.max_query_chars))
         earlier = history.size(session_id)  # fails fast on a bad store
         with exit_on_interrupt("dhrag chat"):
             warm_up(embedder, "dhrag chat")
@@ -342,7 +352,7 @@ def run_chat(args: argparse.Namespace, stdin: TextIO | None = None,
         rag = DHRAG(kb, history=history, rewriter=rewriter)
         session = ChatSession(rag, session_id, llm=llm, store_url=store, k=k,
                               kb=str(Path(args.kb).expanduser().resolve()))
-    except (OSError, ValueError, TypeError) as exc:
+    except (OSError, ValueError, TypeError, RuntimeError) as exc:  # Runtime: no weights
         sys.stderr.write(printable(f"dhrag chat: error: {exc}") + "\n")
         return 2
     answers = f"LLM {llm.model} at {llm.shown_url}" if llm else "extracts (no LLM)"

@@ -21,7 +21,7 @@ from dhrag_core.app.chat_cli import (
 )
 from dhrag_core.app.demo import DEMO_TURNS, load_demo_kb
 from dhrag_core.app.interrupt import exit_on_interrupt
-from dhrag_core.embedding import MiniLMEmbedder
+from dhrag_core.embedding import default_embedder
 from dhrag_core.knowledge.embed_cache import status, warm_up
 from dhrag_core.pipeline.engine import DHRAG
 from dhrag_core.records import Selection
@@ -66,9 +66,13 @@ def run_demo(args: argparse.Namespace) -> int:
     except (OSError, ValueError) as exc:
         sys.stderr.write(f"dhrag demo: error: {exc}\n")
         return 2
-    embedder = MiniLMEmbedder()
+    embedder = default_embedder()
     with exit_on_interrupt("dhrag demo"):
-        warm_up(embedder, "dhrag demo")
+        try:
+            warm_up(embedder, "dhrag demo")
+        except RuntimeError as exc:  # the weights are not installed: say how, in one line
+            sys.stderr.write(f"dhrag demo: error: {exc}\n")
+            return 2
     kb = load_demo_kb(embedder)
     rag = DHRAG(kb, embedder=embedder, store=store, settings=Settings())
     raw = DHRAG(kb, embedder=embedder, settings=Settings(use_rewrite=False, history_turns=1))
@@ -143,14 +147,7 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING)
-    try:
-        if not args.verbose and args.command != "sessions":  # no model: no transformers
-            try:
-                from transformers.utils import logging as hf_logging
-
-                hf_logging.disable_progress_bar()  # type: ignore[no-untyped-call]
-            except ImportError:  # pragma: no cover - transformers comes with sentence-transformers
-                pass
+    try:  # the default embedder runs in NumPy: no transformers, no progress bars to silence
         return int(args.func(args))
     except KeyboardInterrupt:  # Ctrl-C, also while torch or the model loads: no traceback
         status(f"dhrag {args.command}", "interrupted")

@@ -8,8 +8,9 @@ from importlib import resources
 
 import numpy as np
 
-from dhrag_core.embedding import Embedder, MiniLMEmbedder
+from dhrag_core.embedding import Embedder, LocalModelEmbedder, MiniLMEmbedder, bundled_model_path
 from dhrag_core.knowledge.base import FaissKnowledgeBase
+from dhrag_core.numpy_minilm import NumpyMiniLMEmbedder
 from dhrag_core.records import Passage
 
 __all__ = ["DEMO_TURNS", "load_demo_kb"]
@@ -30,8 +31,9 @@ DEMO_TURNS: tuple[str, ...] = (
 def load_demo_kb(embedder: Embedder) -> FaissKnowledgeBase:
     """The demo passages (see ``dhrag_core/data/demo_kb.jsonl`` for sources) in FAISS.
 
-    The shipped MiniLM vectors are used when the embedder is the default MiniLM and the texts
-    match them; any other embedder encodes the passages itself (a few seconds).
+    The shipped MiniLM vectors are used when the embedder is all-MiniLM-L6-v2 from the
+    bundled weights (``NumpyMiniLMEmbedder``, the default, or ``MiniLMEmbedder``) and the
+    texts match them; any other embedder encodes the passages itself (a few seconds).
     """
     data = resources.files("dhrag_core") / "data"
     text = (data / "demo_kb.jsonl").read_text("utf-8")
@@ -43,6 +45,17 @@ def load_demo_kb(embedder: Embedder) -> FaissKnowledgeBase:
     with (data / "demo_kb_minilm.npz").open("rb") as f:
         npz = np.load(f)
         digest = hashlib.sha1("\n".join(r["text"] for r in rows).encode()).hexdigest()
-        if isinstance(embedder, MiniLMEmbedder) and str(npz["text_sha1"]) == digest:
+        if _bundled_minilm(embedder) and str(npz["text_sha1"]) == digest:
             vectors = npz["E"].astype(np.float32)
     return FaissKnowledgeBase(passages, embedder, vectors=vectors)
+
+
+def _bundled_minilm(embedder: Embedder) -> bool:
+    """Whether the embedder runs all-MiniLM-L6-v2 from the bundled weights."""
+    if not isinstance(embedder, (NumpyMiniLMEmbedder, MiniLMEmbedder)):
+        return False
+    local: LocalModelEmbedder = embedder
+    try:
+        return local.model_path.resolve() == bundled_model_path().resolve()
+    except RuntimeError:  # weights not installed: encoding will say so
+        return False

@@ -8,6 +8,7 @@ Its parts, one job each: ``sessions`` (sessions in memory, in step with other wo
 
 from __future__ import annotations
 
+import logging
 import random
 import threading
 import time
@@ -22,8 +23,9 @@ from dhrag_core.algorithm.chains import chain_length_stats
 from dhrag_core.algorithm.discourse import is_follow_up
 from dhrag_core.algorithm.summaries import ExtractiveSummariser, Summariser
 from dhrag_core.closing import Closeable
-from dhrag_core.embedding import Embedder, MiniLMEmbedder, encode_checked
+from dhrag_core.embedding import Embedder, default_embedder, encode_checked
 from dhrag_core.history.inputs import check_passages, check_timestamp, check_vector, encode_turn
+from dhrag_core.history.messages import record_messages
 from dhrag_core.history.policy import ChainPolicy, SessionView, ThreadPolicy
 from dhrag_core.history.selection import Selector, ThreadDecision
 from dhrag_core.history.session import SessionState
@@ -31,11 +33,27 @@ from dhrag_core.history.sessions import SessionCache
 from dhrag_core.history.update import AddResult, UpdateRule, rank_by_weight
 from dhrag_core.records import HistoryHit, Passage, SelectedTurn, Turn, Vector
 from dhrag_core.settings import Settings
-from dhrag_core.store import HistoryStore, StaleSessionError, open_store
+from dhrag_core.store import (
+    HistoryStore,
+    MemoryStore,
+    QuestionStore,
+    StaleSessionError,
+    open_store,
+)
 from dhrag_core.timing import StageTimer
-from dhrag_core.validation import check_k, check_metadata, check_session_id, check_text
+from dhrag_core.transcript import Role
+from dhrag_core.validation import (
+    CLEANED_KEY,
+    check_k,
+    check_metadata,
+    check_session_id,
+    fit_answer,
+    fit_query,
+)
 
 __all__ = ["AddResult", "HistoryDatabase"]
+
+log = logging.getLogger(__name__)
 
 _RETRY_SECONDS = 120.0
 """How long an optimistic write keeps retrying under contention (jittered backoff), before
@@ -98,7 +116,7 @@ class HistoryDatabase(Closeable):
         if embedder is not None and not isinstance(embedder, Embedder):
             raise TypeError("embedder must have .dimension and .encode(texts) (Embedder protocol)")
         self.settings = settings or Settings()
-        self.embedder: Embedder = embedder if embedder is not None else MiniLMEmbedder()
+        self.embedder: Embedder = embedder if embedder is not None else default_embedder()
         self.store: HistoryStore = store if not isinstance(store, (str, type(None))) else (
             open_store(store)
         )
@@ -113,6 +131,10 @@ class HistoryDatabase(Closeable):
             )
         self._calibration = calibration
         self._calibration_lock = threading.Lock()
+        # a store that cannot hold questions (a custom one): they stay in this process
+        kept = self.store
+        self._local_questions = not isinstance(kept, QuestionStore)
+        self._questions: QuestionStore = kept if isinstance(kept, QuestionStore) else MemoryStore()
         self._cache = SessionCache(self.store, self.embedder, self.settings)
         self._sessions = self._cache.sessions  # least recently used first
         if thread_policy is not None and not callable(getattr(thread_policy, "order", None)):
@@ -149,7 +171,7 @@ class HistoryDatabase(Closeable):
     def encode_query(self, query: str) -> Vector:
         """The embedding of a query (validated like ``add`` validates it), as the embedder
         gives it."""
-        check_text("query", query, max_chars=self.settings.max_query_chars)
+        query = fit_query(query, self.settings.max_query_chars)
         out: Vector = encode_checked(self.embedder, [query])[0]
         return out
 
@@ -185,10 +207,14 @@ class HistoryDatabase(Closeable):
         anything is written, so a bad call leaves the session as it was.
         """
         check_session_id(session_id)
-        check_text("query", query, max_chars=self.settings.max_query_chars)
-        check_text("response", response, max_chars=self.settings.max_text_chars, allow_empty=True)
+        query = fit_query(query, self.settings.max_query_chars)
+        response, cleaned = fit_answer(response, self.settings.max_text_chars)
         items = check_passages(passages, self.settings)
         meta = check_metadata("metadata", metadata, max_chars=self.settings.max_metadata_chars)
+        if cleaned:  # stored as it could be, and said so: the answer was given already
+            note = "response: " + "; ".join(cleaned)
+            log.warning("session %r: %s", session_id, note)
+            meta = {**(meta or {}), CLEANED_KEY: note}
         check_timestamp(timestamp)
 
         timer = StageTimer()
@@ -219,6 +245,36 @@ class HistoryDatabase(Closeable):
                         time.sleep(random.uniform(0, min(0.001 * 2 ** attempt, 0.2)))
                         continue
             return replace(result, timings=dict(timer))
+
+    # -- the unanswered question -----------------------------------------------------------
+
+    def hold_question(self, session_id: str, question: str) -> None:
+        """Keep ``question`` in the store as the session's unanswered question (replacing
+        any other), so that its answer can arrive through another instance, process or
+        after a restart (``store.QuestionStore``; a store without it keeps the question in
+        this object). Checked like a query; the turns are left as they are."""
+        check_session_id(session_id)
+        question = fit_query(question, self.settings.max_query_chars, "question")
+        self._questions.hold_question(session_id, question)
+
+    def held_question(self, session_id: str) -> str | None:
+        """The session's unanswered question (``hold_question``); ``None`` when none."""
+        check_session_id(session_id)
+        return self._questions.held_question(session_id)
+
+    def take_question(self, session_id: str, question: str | None = None) -> str | None:
+        """Remove and return the session's unanswered question; with ``question``, only when
+        the held one is that text (a newer one held by another writer stays)."""
+        check_session_id(session_id)
+        if question is not None and not isinstance(question, str):
+            raise TypeError(f"question must be a str or None, got {type(question).__name__}")
+        return self._questions.take_question(session_id, question)
+
+    def record_messages(self, session_id: str, messages: Sequence[tuple[Role, str]]) -> int:
+        """``DHRAG.record_messages`` for a history without an engine: each turn stored with
+        ``add`` (no passages); a question left unanswered is held in the store."""
+        return record_messages(self, session_id, messages,
+                               lambda query, answer: self.add(session_id, query, None, answer))
 
     # -- reads -----------------------------------------------------------------------------
 
@@ -376,7 +432,9 @@ class HistoryDatabase(Closeable):
         check_session_id(session_id)
         s = self._session(session_id)
         with s.lock:
-            self.store.delete_session(session_id)
+            self.store.delete_session(session_id)  # the held question with it
+            if self._local_questions:
+                self._questions.take_question(session_id)
             self._cache.reload(session_id, s)
         self._cache.forget(session_id)
 

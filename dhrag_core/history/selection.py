@@ -25,6 +25,7 @@ from dhrag_core.algorithm.topic_shift import (
     back_reference,
     decide,
     is_unanswered,
+    persons,
     shift_features,
     turn_words,
 )
@@ -73,6 +74,32 @@ def _names_elsewhere(query: str, turns: Sequence[Turn], threads: np.ndarray,
     there = frozenset().union(*(turn_words(turns[int(i)].query, turns[int(i)].response)
                                 for i in np.flatnonzero(~mine)))
     return bool((named & there) - here)
+
+
+def _refers_elsewhere(query: str, turns: Sequence[Turn], threads: np.ndarray,
+                      latest: int) -> bool:
+    """Whether the question's "he" or "she" agrees with another thread's turns and with none
+    of the latest turn's thread ("how many movies were made from his books?" after turns on
+    cashew trees, Dickens before them)."""
+    asked = persons(query)
+    if not asked:
+        return False
+    mine = threads == threads[latest]
+    here = frozenset().union(*(persons(turns[int(i)].query + " " + turns[int(i)].response)
+                               for i in np.flatnonzero(mine)))
+    there = frozenset().union(*(persons(turns[int(i)].query + " " + turns[int(i)].response)
+                                for i in np.flatnonzero(~mine)))
+    return bool((asked & there) - here)
+
+
+def _names_new(query: str, turns: Sequence[Turn]) -> bool:
+    """Whether the question names (a capitalised word) something no earlier turn holds
+    ("How do Berlin Wall guards..." after turns on the Great Wall): a subject of its own."""
+    named = names(query)
+    if not named:
+        return False
+    held = frozenset().union(*(turn_words(t.query, t.response) for t in turns))
+    return bool(named - held)
 
 
 def _relates(s: SessionState, t: SelectedTurn, qv: Vector) -> bool:
@@ -207,7 +234,9 @@ class Selector:
                 turn_words(query, ""), follow_up and cfg.use_cues, back and cfg.use_cues,
                 q_sims, a_sims, [turn_words(t.query, t.response) for t in answered], threads,
                 latest, s.next_index - 1 - answered[-1].index)
-            named = cfg.use_cues and cue_topic(query)[0] is not None and not back
+            named = cfg.use_cues and not back and (
+                cue_topic(query)[0] is not None or _names_new(query, answered)
+                or _refers_elsewhere(query, answered, threads, latest))
             shift = decide(features, q_sims, a_sims, threads, latest, names_subject=named,
                            held=cfg.use_cues and follow_up and not back
                            and not _names_elsewhere(query, answered, threads, latest))

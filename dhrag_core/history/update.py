@@ -1,8 +1,9 @@
 """The update rule of H (paper eq. 11-14) and the ranking it implies.
 
-One turn's update: insert the triple (or merge it into a near-duplicate), weigh every stored
-triple by ``alpha * relevance + (1 - alpha) * recency`` against the new query, and evict the
-lowest weights beyond ``capacity`` -- from the store and the indexes, in one store transaction.
+One turn's update: insert the triple (or merge it into a near-duplicate: by vector, or by words
+when the embedder gives different questions one vector), weigh every stored triple by
+``alpha * relevance + (1 - alpha) * recency`` against the new query, and evict the lowest
+weights beyond ``capacity`` -- from the store and the indexes, in one store transaction.
 
 ``rank_by_weight`` (behind ``HistoryDatabase.search``) ranks by this same weight over every
 stored turn, so what search ranks last is what the next update evicts first. DH-RAG selection
@@ -22,6 +23,7 @@ import numpy as np
 
 from dhrag_core import compact
 from dhrag_core.algorithm import scoring
+from dhrag_core.embedding import token_set
 from dhrag_core.history.policy import NEW_CHAIN, ChainPolicy, SessionView
 from dhrag_core.history.selection import Selector
 from dhrag_core.history.session import SessionState
@@ -34,6 +36,9 @@ __all__ = ["AddResult", "UpdateRule", "rank_by_weight", "weights"]
 log = logging.getLogger(__name__)
 
 _PRUNE_FROM = 4096  # stored turns from which eviction weighs only the turns that may go
+_SAME_VECTOR = 1e-4
+"""1 - cosine under which two stored (int8-coded) vectors are one vector, a code or two apart
+(two wordings an embedder tells apart sit much further apart)."""
 
 
 @dataclass(frozen=True)
@@ -80,6 +85,21 @@ def rank_by_weight(
     ]
 
 
+def _same_words(a: str, b: str) -> bool:
+    """Whether two texts say the same in words: the same content words (``token_set``), or,
+    for texts without any, the same words once case-folded."""
+    words_a, words_b = token_set(a), token_set(b)
+    if words_a or words_b:
+        return words_a == words_b
+    return a.casefold().split() == b.casefold().split()
+
+
+def _same_vector(a: Vector, b: Vector) -> bool:
+    """Whether two stored vectors are one (``_SAME_VECTOR``)."""
+    norms = float(np.linalg.norm(a)) * float(np.linalg.norm(b))
+    return norms > 0.0 and float(a @ b) >= (1.0 - _SAME_VECTOR) * norms
+
+
 class UpdateRule:
     """Applies one turn to a session: merge or insert, evict, organise, write."""
 
@@ -104,7 +124,7 @@ class UpdateRule:
         slots, sims = s.similarities(qv)
         # the response as the turn will store it: the one both sides of a comparison keep
         stored_rv = None if rv is None else compact.rounded(rv)
-        dup = self._near_duplicate(s, slots, sims, response, stored_rv)
+        dup = self._near_duplicate(s, slots, sims, (query, qv), (response, stored_rv))
         if dup is not None:
             turn = self._merged(dup, index, query, items, response, meta, vectors, now)
         else:
@@ -160,19 +180,37 @@ class UpdateRule:
         return decided, False
 
     def _near_duplicate(
-        self, s: SessionState, slots: np.ndarray, sims: np.ndarray, response: str,
-        rv: Vector | None,
+        self, s: SessionState, slots: np.ndarray, sims: np.ndarray,
+        query: tuple[str, Vector], response: tuple[str, Vector | None],
     ) -> Turn | None:
+        """The stored turn the new one repeats: the closest whose query is above
+        ``merge_threshold`` and whose response matches too (the same text, or close vectors:
+        a derived vector reflects the passages, not the wording); several stored turns may
+        share a query with different answers, and the first must not hide a true duplicate.
+
+        Vectors are evidence only from an embedder that tells texts apart. When a stored
+        question in other words has the new query's very vector (llama-index's
+        ``MockEmbedding`` gives every text one), this one does not: every vector comparison
+        then gives way to a comparison of words (``_same_words``), so distinct turns are kept.
+        """
         threshold = self.settings.merge_threshold
         close = np.flatnonzero(sims >= threshold)
-        # the closest query whose response matches too (the same text, or close vectors: a
-        # derived vector reflects the passages, not the wording): several stored turns may
-        # share a query with different answers, and the first must not hide a true duplicate
-        for i in close[np.argsort(-sims[close], kind="stable")]:
-            old = s.turns[s.queries.key_at(int(slots[i]))]
+        if close.size == 0:
+            return None
+        text, qv = query
+        answer, rv = response
+        olds = [s.turns[s.queries.key_at(int(slots[i]))]
+                for i in close[np.argsort(-sims[close], kind="stable")]]
+        stored_qv = compact.rounded(qv)
+        blind = any(_same_vector(stored_qv, old.query_vector)
+                    and not _same_words(text, old.query) for old in olds)
+        for old in olds:
+            if blind and not _same_words(text, old.query):
+                continue
             other = old.response_vector
-            if (rv is None or other is None or old.response == response
-                    or float(other.astype(np.float32) @ rv) >= threshold):
+            if (rv is None or other is None or old.response == answer
+                    or (_same_words(old.response, answer) if blind
+                        else float(other.astype(np.float32) @ rv) >= threshold)):
                 return old
         return None
 

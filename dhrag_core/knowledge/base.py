@@ -10,7 +10,7 @@ from typing import Protocol, runtime_checkable
 import faiss
 import numpy as np
 
-from dhrag_core.embedding import Embedder, MiniLMEmbedder, encode_checked, l2_normalise
+from dhrag_core.embedding import Embedder, default_embedder, encode_checked, l2_normalise
 from dhrag_core.records import Passage, Vector
 from dhrag_core.settings import Settings
 from dhrag_core.validation import check_k, clean_passage
@@ -96,7 +96,7 @@ class FaissKnowledgeBase:
         if isinstance(passages, (str, bytes, Passage)):
             raise TypeError("passages must be a sequence of str or Passage, not one item; "
                             "wrap it: [passage]")
-        self.embedder: Embedder = embedder if embedder is not None else MiniLMEmbedder()
+        self.embedder: Embedder = embedder if embedder is not None else default_embedder()
         items = [p if isinstance(p, Passage) else Passage(text=p, id=str(i))
                  for i, p in enumerate(passages)]
         for i, p in enumerate(items):

@@ -21,7 +21,7 @@ from typing import Any
 
 import numpy as np
 
-from dhrag_core.embedding import Embedder, MiniLMEmbedder
+from dhrag_core.embedding import Embedder, LocalModelEmbedder
 from dhrag_core.records import Passage, Vector
 
 __all__ = [
@@ -45,7 +45,7 @@ def default_cache_dir() -> Path:
 def embedder_id(embedder: Embedder) -> str:
     """What identifies an embedder's vectors: its class, dimension and model (if any)."""
     model: Any = ""
-    if isinstance(embedder, MiniLMEmbedder):
+    if isinstance(embedder, LocalModelEmbedder):
         model = embedder.model_path
     else:
         model = getattr(embedder, "model_path", None) or getattr(embedder, "model_name", "")
@@ -61,7 +61,7 @@ def status(prefix: str, message: str) -> None:
 
 def warm_up(embedder: Embedder, prefix: str = "dhrag") -> None:
     """Load a model embedder now, saying so on stderr, rather than silently at first use."""
-    if isinstance(embedder, MiniLMEmbedder) and not embedder.loaded:
+    if isinstance(embedder, LocalModelEmbedder) and not embedder.loaded:
         status(prefix, "loading the embedding model all-MiniLM-L6-v2 (offline, a few "
                        "seconds) ...")
         t0 = time.perf_counter()

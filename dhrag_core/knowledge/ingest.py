@@ -16,7 +16,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from dhrag_core.embedding import Embedder, MiniLMEmbedder
+from dhrag_core.embedding import Embedder, default_embedder
 from dhrag_core.knowledge.base import MAX_PASSAGE_CHARS, FaissKnowledgeBase
 from dhrag_core.knowledge.embed_cache import default_cache_dir, embed_by_file
 from dhrag_core.records import Passage
@@ -234,7 +234,7 @@ def load_kb(
         'install.md#0'
     """
     passages = load_passages(path, min_words, max_words)
-    emb: Embedder = embedder if embedder is not None else MiniLMEmbedder()
+    emb: Embedder = embedder if embedder is not None else default_embedder()
     folder = Path(cache_dir).expanduser() if cache_dir is not None else default_cache_dir()
     vectors = embed_by_file(passages, emb, folder, progress, Path(path).expanduser().resolve())
     return FaissKnowledgeBase(passages, emb, vectors=vectors)

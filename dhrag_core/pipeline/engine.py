@@ -9,9 +9,11 @@ weights, evicts, and organises the new turn into clusters, summaries and chains.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import inspect
 import threading
 import time
+import warnings
 from collections import OrderedDict
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
@@ -29,18 +31,21 @@ from dhrag_core.algorithm.summaries import Summariser
 from dhrag_core.closing import Closeable
 from dhrag_core.embedding import Embedder, encode_checked
 from dhrag_core.history import AddResult, HistoryDatabase
+from dhrag_core.history.messages import record_messages
 from dhrag_core.history.policy import ChainPolicy, ThreadPolicy
 from dhrag_core.knowledge.base import KnowledgeBase
 from dhrag_core.records import ContextItem, Passage, SelectedTurn, Selection, Turn, Vector
 from dhrag_core.settings import Settings
 from dhrag_core.store import HistoryStore
 from dhrag_core.timing import StageTimer
+from dhrag_core.transcript import Role
 from dhrag_core.validation import (
     as_items,
     check_found,
     check_k,
     check_session_id,
-    check_text,
+    fit_answer,
+    fit_query,
 )
 
 __all__ = ["DHRAG", "EngineCloser"]
@@ -104,6 +109,12 @@ class DHRAG(Closeable):
     ) -> None:
         if not isinstance(knowledge, KnowledgeBase):
             raise TypeError("knowledge must have a search(query, k) method (KnowledgeBase)")
+        with contextlib.suppress(TypeError):  # a knowledge base without a length: unknown
+            if len(knowledge) == 0:  # type: ignore[arg-type]
+                warnings.warn(f"the knowledge base ({type(knowledge).__name__}) holds no "
+                              "passages: every search finds nothing and every context is "
+                              "history alone; give it passages (load_kb says why a folder "
+                              "gave none)", UserWarning, stacklevel=2)
         for name, given in (("calibration", calibration), ("thread_policy", thread_policy),
                             ("chain_policy", chain_policy)):
             if history is not None and given is not None:
@@ -174,6 +185,10 @@ class DHRAG(Closeable):
                 del self._pending[session_id]
             return sel
 
+    def _is_pending(self, session_id: str, query: str) -> bool:
+        with self._pending_lock:
+            return query in self._pending.get(session_id, ())
+
     def _restore_pending(self, selection: Selection | None) -> None:
         if selection is not None:
             with self._pending_lock:
@@ -198,6 +213,7 @@ class DHRAG(Closeable):
         """
         check_session_id(session_id)
         cfg = self.settings
+        query = fit_query(query, cfg.max_query_chars)
         k = cfg.context_k if k is None else check_k(k)
         if thread_variants is not None:
             check_k(thread_variants, "thread_variants")
@@ -232,6 +248,7 @@ class DHRAG(Closeable):
         worker thread.
         """
         check_session_id(session_id)
+        query = fit_query(query, self.settings.max_query_chars)
         k = self.settings.context_k if k is None else check_k(k)
         timer = StageTimer()
         qv, threads, expansion = await asyncio.to_thread(self._match, session_id, query, timer)
@@ -465,7 +482,10 @@ class DHRAG(Closeable):
         ``Settings.max_passages`` (``select`` with a larger ``k``) keeps its best ones.
         """
         check_session_id(session_id)
-        check_text("query", query, max_chars=self.settings.max_query_chars)
+        asked = query
+        query = fit_query(query, self.settings.max_query_chars, warn=False)
+        if query != asked and selection is None and not self._is_pending(session_id, query):
+            fit_query(asked, self.settings.max_query_chars)  # warned at select otherwise
         if selection is not None and selection.session_id != session_id:
             raise ValueError(
                 f"selection belongs to session {selection.session_id!r}, not {session_id!r}"
@@ -518,13 +538,23 @@ class DHRAG(Closeable):
         check_session_id(session_id)
         cfg = self.settings
         for i, (query, answer) in enumerate(turns):
-            check_text(f"question of turn {i}", query, max_chars=cfg.max_query_chars)
-            check_text(f"answer of turn {i}", answer, max_chars=cfg.max_text_chars,
-                       allow_empty=True)
+            fit_query(query, cfg.max_query_chars, f"question of turn {i}", warn=False)
+            fit_answer(answer, cfg.max_text_chars, f"answer of turn {i}")
         if replace_history:
             self.reset(session_id)
         for query, answer in turns:
             self.record(session_id, query, answer)
+
+    def record_messages(self, session_id: str, messages: Sequence[tuple[Role, str]]) -> int:
+        """Store a conversation that arrives one message at a time (a chat message history, a
+        memory fed messages, a stream): ``(role, text)`` pairs as ``transcript.exchanges``
+        gives them, each user message with the assistant message after it a turn, recorded as
+        ``record`` does (with the passages of its pending selection). A question left
+        unanswered is held in the history store for an answer that comes later, through any
+        instance or process (``history.messages.record_messages``). Returns the turns stored.
+        """
+        return record_messages(self.history, session_id, messages,
+                               lambda query, answer: self.record(session_id, query, answer))
 
     def close(self) -> None:
         """Close the history's store (``HistoryDatabase.close``); also on leaving a ``with``

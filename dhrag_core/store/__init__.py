@@ -4,6 +4,7 @@ from dhrag_core.store.base import (
     CorruptStoreError,
     HistoryStore,
     IncrementalStore,
+    QuestionStore,
     StaleSessionError,
     StoreUnavailableError,
 )
@@ -17,6 +18,7 @@ __all__ = [
     "IncrementalStore",
     "MemoryStore",
     "PostgresStore",
+    "QuestionStore",
     "SQLiteStore",
     "StaleSessionError",
     "StoreUnavailableError",

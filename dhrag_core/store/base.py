@@ -8,8 +8,8 @@ from typing import Protocol, runtime_checkable
 from dhrag_core.records import Turn
 
 __all__ = [
-    "LOG_KEEP", "CorruptStoreError", "HistoryStore", "IncrementalStore", "StaleSessionError",
-    "StoreUnavailableError", "check_owned", "in_log", "net_changes",
+    "LOG_KEEP", "CorruptStoreError", "HistoryStore", "IncrementalStore", "QuestionStore",
+    "StaleSessionError", "StoreUnavailableError", "check_owned", "in_log", "net_changes",
 ]
 
 LOG_KEEP = 64
@@ -101,6 +101,32 @@ class IncrementalStore(Protocol):
         """The turns written after version ``since`` and still stored (ordered by ``index``),
         the ids deleted after it, and the current version; ``None`` when the store cannot tell
         (too far behind, the session was deleted since, an unknown version)."""
+        ...
+
+
+@runtime_checkable
+class QuestionStore(Protocol):
+    """A store that keeps each session's unanswered question (optional; all built-in stores
+    do, and ``delete_session`` removes it).
+
+    A chat front end that writes the user's message before the answer exists (a message
+    history fed one message at a time, a stream) holds the question here, so that whichever
+    instance or process gets the answer can pair the two, also after a restart. Holding or
+    taking a question leaves the session's turns and version as they are.
+    """
+
+    def hold_question(self, session_id: str, question: str) -> None:
+        """Keep ``question`` as the session's unanswered question (replacing any other)."""
+        ...
+
+    def held_question(self, session_id: str) -> str | None:
+        """The session's unanswered question; ``None`` when it has none."""
+        ...
+
+    def take_question(self, session_id: str, question: str | None = None) -> str | None:
+        """Remove and return the session's unanswered question; with ``question``, only when
+        the held one is that text (another writer may have replaced it: then ``None``, and
+        the held one stays)."""
         ...
 
 

@@ -41,6 +41,7 @@ class MemoryStore(Closeable):
         self._sessions: dict[str, _Session] = {}
         self._lock = threading.Lock()
         self._floor = 0  # versions of deleted sessions stay below it (see delete_session)
+        self._questions: dict[str, str] = {}
 
     def load(self, session_id: str) -> tuple[list[Turn], int]:
         with self._lock:
@@ -103,9 +104,26 @@ class MemoryStore(Closeable):
     def delete_session(self, session_id: str) -> None:
         """Forget the session, its id included; a re-created one starts above its versions."""
         with self._lock:
+            self._questions.pop(session_id, None)
             s = self._sessions.pop(session_id, None)
             if s is not None:
                 self._floor = max(self._floor, s.version + 1)
+
+    def hold_question(self, session_id: str, question: str) -> None:
+        with self._lock:
+            self._questions[session_id] = question
+
+    def held_question(self, session_id: str) -> str | None:
+        with self._lock:
+            return self._questions.get(session_id)
+
+    def take_question(self, session_id: str, question: str | None = None) -> str | None:
+        with self._lock:
+            held = self._questions.get(session_id)
+            if held is None or (question is not None and held != question):
+                return None
+            del self._questions[session_id]
+            return held
 
     def sessions(self) -> list[str]:
         with self._lock:

@@ -206,7 +206,7 @@ class PostgresStore(Closeable):
             conn.execute("SELECT pg_advisory_xact_lock(%s)", (_SCHEMA_LOCK,))
             if self._schema_version(conn) == SCHEMA_VERSION:
                 return
-            conn.execute(_SCHEMA)  # creates what is missing: version 1 lacked dhrag_log
+            conn.execute(_SCHEMA)  # creates what older versions lacked (see SCHEMA_VERSION)
             conn.execute(
                 "INSERT INTO dhrag_meta VALUES ('schema_version', %s) "
                 "ON CONFLICT (key) DO UPDATE SET value = EXCLUDED.value",
@@ -391,10 +391,40 @@ class PostgresStore(Closeable):
                         "EXCLUDED.value::bigint)::text",
                         (str(int(row[0]) + 1),),
                     )
-                for table in ("dhrag_turns", "dhrag_log"):
+                for table in ("dhrag_turns", "dhrag_log", "dhrag_questions"):
                     conn.execute(f"DELETE FROM {table} WHERE session_id = %s", (session_id,))
 
         self._run(write, idempotent=True)
+
+    def hold_question(self, session_id: str, question: str) -> None:
+        def write(conn: Connection[Any]) -> None:
+            conn.execute(
+                "INSERT INTO dhrag_questions VALUES (%s, %s) ON CONFLICT (session_id) "
+                "DO UPDATE SET question = EXCLUDED.question",
+                (session_id, question),
+            )
+
+        self._run(write, idempotent=True)
+
+    def held_question(self, session_id: str) -> str | None:
+        def read(conn: Connection[Any]) -> str | None:
+            row = conn.execute("SELECT question FROM dhrag_questions WHERE session_id = %s",
+                               (session_id,)).fetchone()
+            return None if row is None else str(row[0])
+
+        return self._run(read, idempotent=True)
+
+    def take_question(self, session_id: str, question: str | None = None) -> str | None:
+        def write(conn: Connection[Any]) -> str | None:
+            row = conn.execute(
+                "DELETE FROM dhrag_questions WHERE session_id = %s "
+                "AND (%s::text IS NULL OR question = %s) RETURNING question",
+                (session_id, question, question),
+            ).fetchone()
+            return None if row is None else str(row[0])
+
+        # not retried: a DELETE that committed before the connection died would return None
+        return self._run(write, idempotent=False)
 
     def sessions(self) -> list[str]:
         def read(conn: Connection[Any]) -> list[str]:

@@ -11,9 +11,11 @@ from typing import Literal
 
 __all__ = ["SCHEMA_VERSION", "TABLES", "TURN_COLUMNS", "Dialect", "Table", "ddl"]
 
-SCHEMA_VERSION = 2
-"""Version 1 lacked ``dhrag_log``. An unused ``dhrag_state`` table of earlier versions is no
-longer created; where it exists it is left as it is (nothing reads or writes it)."""
+SCHEMA_VERSION = 3
+"""Version 1 lacked ``dhrag_log``, version 2 ``dhrag_questions``; a store of an older version
+gains the missing tables when opened for writing. An unused ``dhrag_state`` table of earlier
+versions is no longer created; where it exists it is left as it is (nothing reads or writes
+it)."""
 
 Dialect = Literal["sqlite", "postgresql"]
 
@@ -64,9 +66,11 @@ TABLES = (
         (("session_id", TEXT), ("ver", INT), ("turn_id", TEXT), ("op", INT)),
         indexes=(("dhrag_log_by_ver", ("session_id", "ver")),),
     ),
+    Table("dhrag_questions", (("session_id", TEXT), ("question", TEXT)), key=("session_id",)),
 )
 """Every table a store creates: ``dhrag_meta`` (schema version, version floor),
-``dhrag_sessions`` (one version per session), ``dhrag_turns``, ``dhrag_log`` (change log)."""
+``dhrag_sessions`` (one version per session), ``dhrag_turns``, ``dhrag_log`` (change log),
+``dhrag_questions`` (each session's unanswered question, ``base.QuestionStore``)."""
 
 TURN_COLUMNS = TURNS.column_names
 """The columns of a stored turn, in table order (the keys of ``codec.encode_turn``)."""

@@ -191,7 +191,7 @@ class SQLiteStore(Closeable):
                 "SELECT value FROM dhrag_meta WHERE key='schema_version'"
             ).fetchone()
             if row is None or self._integer(row[0], "dhrag_meta.schema_version") < SCHEMA_VERSION:
-                # version 1 lacked dhrag_log
+                # the script above created what older versions lacked (see SCHEMA_VERSION)
                 self._conn.execute(
                     "INSERT OR REPLACE INTO dhrag_meta VALUES ('schema_version', ?)",
                     (str(SCHEMA_VERSION),),
@@ -335,7 +335,7 @@ class SQLiteStore(Closeable):
             c.execute("BEGIN IMMEDIATE")
             try:
                 version = self._version(session_id)
-                for table in ("dhrag_turns", "dhrag_log", "dhrag_sessions"):
+                for table in ("dhrag_turns", "dhrag_log", "dhrag_sessions", "dhrag_questions"):
                     c.execute(f"DELETE FROM {table} WHERE session_id=?", (session_id,))
                 if version:
                     # +1 leaves a gap no change log covers: caches reload, never catch up
@@ -350,6 +350,41 @@ class SQLiteStore(Closeable):
         row = self._conn.execute(
             "SELECT value FROM dhrag_meta WHERE key='version_floor'").fetchone()
         return 0 if row is None else int(row[0])
+
+    def hold_question(self, session_id: str, question: str) -> None:
+        self._writable()
+        with self._lock, self._guard():
+            self._conn.execute(
+                "INSERT INTO dhrag_questions VALUES (?, ?) ON CONFLICT(session_id) "
+                "DO UPDATE SET question = excluded.question",
+                (session_id, question),
+            )
+
+    def held_question(self, session_id: str) -> str | None:
+        with self._lock, self._guard():
+            row = self._conn.execute(
+                "SELECT question FROM dhrag_questions WHERE session_id=?", (session_id,)
+            ).fetchone()
+        return None if row is None else str(row[0])
+
+    def take_question(self, session_id: str, question: str | None = None) -> str | None:
+        self._writable()
+        with self._lock, self._guard():
+            c = self._conn
+            c.execute("BEGIN IMMEDIATE")
+            try:
+                row = c.execute("SELECT question FROM dhrag_questions WHERE session_id=?",
+                                (session_id,)).fetchone()
+                held = None if row is None else str(row[0])
+                if held is None or (question is not None and held != question):
+                    held = None
+                else:
+                    c.execute("DELETE FROM dhrag_questions WHERE session_id=?", (session_id,))
+                c.execute("COMMIT")
+            except BaseException:
+                self._end(False)
+                raise
+        return held
 
     def sessions(self) -> list[str]:
         with self._lock, self._guard():

@@ -22,7 +22,7 @@ from langchain_core.runnables import Runnable
 from langchain_core.vectorstores import InMemoryVectorStore
 from pydantic import Field
 
-from dhrag_core import DHRAG, HashingEmbedder, Settings
+from dhrag_core import DHRAG, HashingEmbedder, Passage, Settings
 from langchain_dhrag import LangChainKnowledgeBase
 
 WALL_Q = "What is the Great Wall of China built out of?"
@@ -63,13 +63,20 @@ def demo_store(embeddings: Embeddings | None = None) -> InMemoryVectorStore:
     return store
 
 
-def hash_engine(store: InMemoryVectorStore | None = None, **settings: Any) -> DHRAG:
-    """A DH-RAG engine over the demo store, hashing embedder, in-memory history; the
-    thread-score decision (hashing vectors carry no meaning for the fitted one, which
-    test_langchain_topic_switch checks with MiniLM)."""
+def hash_engine(store: InMemoryVectorStore | None = None, *, history: str | None = None,
+                **settings: Any) -> DHRAG:
+    """A DH-RAG engine over the demo store, hashing embedder, history in ``history`` (a
+    store URL; default in memory); the thread-score decision (hashing vectors carry no
+    meaning for the fitted one, which test_langchain_topic_switch checks with MiniLM)."""
     settings.setdefault("thread_decision", "scores")
     return DHRAG(LangChainKnowledgeBase(store or demo_store()), embedder=HashingEmbedder(),
-                 settings=Settings(**settings))
+                 store=history, settings=Settings(**settings))
+
+
+def demo_passages() -> list[Passage]:
+    """The demo passages as dhrag passages: the title in ``Passage.title``, no metadata."""
+    return [Passage(d.page_content, id=d.id, title=d.metadata["title"])
+            for d in demo_documents()]
 
 
 class ToolFakeChatModel(GenericFakeChatModel):

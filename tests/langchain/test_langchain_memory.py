@@ -3,6 +3,7 @@ with the selected turns as the prompt's history."""
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -13,7 +14,8 @@ from langchain_core.messages import AIMessage, HumanMessage, SystemMessage
 from langchain_core.output_parsers import StrOutputParser
 from langchain_core.prompts import ChatPromptTemplate, MessagesPlaceholder
 from langchain_core.runnables import RunnablePassthrough
-from lc_support import FOLLOW_UP, PIG_A, PIG_Q, WALL_A, WALL_Q
+from langchain_core.vectorstores import InMemoryVectorStore
+from lc_support import FOLLOW_UP, PIG_A, PIG_Q, WALL_A, WALL_Q, ToolFakeChatModel, hash_engine
 
 from dhrag_core import DHRAG
 from langchain_dhrag import (
@@ -152,6 +154,29 @@ def test_works_inside_a_classic_chain(engine: DHRAG) -> None:
     assert [t.query for t in engine.history.turns("alice")] == [WALL_Q, FOLLOW_UP]
 
 
+@pytest.mark.filterwarnings("ignore:The class `ConversationChain` was deprecated")
+def test_conversation_chain_with_its_default_prompt(engine: DHRAG) -> None:
+    """``ConversationChain``'s prompt has only {history} and {input}: with
+    ``rewritten_query_key=None`` the memory adds nothing else, and the chain runs."""
+    from langchain_classic.chains import ConversationChain
+
+    model = ToolFakeChatModel(messages=iter([AIMessage(WALL_A), AIMessage("About 21,196 km.")]))
+    memory = DHRAGMemory(engine=engine, session_id="alice", rewritten_query_key=None)
+    assert memory.memory_variables == ["history"]
+    chain = ConversationChain(llm=model, memory=memory)
+    chain.invoke({"input": WALL_Q})
+    out = chain.invoke({"input": FOLLOW_UP})
+
+    assert out["response"] == "About 21,196 km." and "rewritten_query" not in out
+    assert f"Human: {WALL_Q}\nAI: {WALL_A}" in out["history"]
+    prompt = model.seen[-1][0].text
+    assert f"Current conversation:\nHuman: {WALL_Q}\nAI: {WALL_A}\nHuman: {FOLLOW_UP}" in prompt
+    assert [(t.query, t.response) for t in engine.history.turns("alice")] == [
+        (WALL_Q, WALL_A), (FOLLOW_UP, "About 21,196 km.")]
+    with pytest.raises(ValueError, match="rewritten_query"):
+        ConversationChain(llm=model, memory=DHRAGMemory(engine=engine, session_id="alice"))
+
+
 @pytest.mark.parametrize(
     ("call", "error", "match"),
     [
@@ -219,11 +244,16 @@ def test_chat_history_errors(engine: DHRAG) -> None:
     with pytest.raises(TypeError, match=r"messages\[0\]"):
         DHRAGChatMessageHistory(engine, "a").add_messages(["hi"])  # type: ignore[list-item]
     # a bad text anywhere in the batch stores nothing of it
-    batch = [HumanMessage(WALL_Q), AIMessage(WALL_A), HumanMessage("bad\x00question"),
+    batch = [HumanMessage(WALL_Q), AIMessage(WALL_A), HumanMessage("   "),
              AIMessage("an answer")]
     with pytest.raises(ValueError, match="question of turn 1"):
         DHRAGChatMessageHistory(engine, "a").add_messages(batch)
     assert engine.history.size("a") == 0
+    # a NUL is text that can be cleaned: the turn is kept, with a warning
+    with pytest.warns(UserWarning, match="NUL"):
+        DHRAGChatMessageHistory(engine, "a").add_messages(
+            [HumanMessage("bad\x00question"), AIMessage("an answer")])
+    assert [t.query for t in engine.history.turns("a")] == ["badquestion"]
 
 
 def test_drop_in_gives_the_prompt_the_selected_turns_and_records_them(engine: DHRAG) -> None:
@@ -258,3 +288,54 @@ def test_drop_in_gives_the_prompt_the_selected_turns_and_records_them(engine: DH
     assert shown == expected and 0 < len(expected) < 2
     assert [m.text for m in seen[0] if isinstance(m, HumanMessage)] == [WALL_Q]
     assert [m.text for m in seen[3] if isinstance(m, HumanMessage)] == [PIG_Q]  # bob: new
+
+
+def test_chat_history_question_and_answer_through_different_instances(
+    store: InMemoryVectorStore, tmp_path: Path
+) -> None:
+    """The question waits in the history store, not in the object: its answer may come
+    through a new instance (a ``get_session_history`` factory), another worker on the same
+    SQLite file, or a process started after a restart."""
+    url = f"sqlite:///{tmp_path / 'history.db'}"
+    worker_a, worker_b = hash_engine(store, history=url), hash_engine(store, history=url)
+    docs = DHRAGRetriever(engine=worker_a, k=2, session_id="alice").invoke(WALL_Q)
+    DHRAGChatMessageHistory(worker_a, "alice").add_user_message(WALL_Q)
+    DHRAGChatMessageHistory(worker_a, "alice").add_ai_message(WALL_A)
+    (turn,) = worker_a.history.turns("alice")
+    assert (turn.query, turn.response) == (WALL_Q, WALL_A)
+    assert [p.id for p in turn.passages] == [d.id for d in docs]  # the retriever's selection
+
+    DHRAGChatMessageHistory(worker_a, "alice").add_user_message(PIG_Q)
+    on_b = DHRAGChatMessageHistory(worker_b, "alice")
+    assert on_b.messages[-1] == HumanMessage(PIG_Q)  # every worker sees the waiting question
+    on_b.add_ai_message(PIG_A)
+    assert [(t.query, t.response) for t in worker_a.history.turns("alice")] == [
+        (WALL_Q, WALL_A), (PIG_Q, PIG_A)]
+
+    DHRAGChatMessageHistory(worker_b, "alice").add_user_message(FOLLOW_UP)
+    worker_a.close()
+    worker_b.close()
+    restarted = hash_engine(store, history=url)
+    history = DHRAGChatMessageHistory(restarted, "alice")
+    history.add_ai_message("About 21,196 km.")
+    assert history.messages == [HumanMessage(WALL_Q), AIMessage(WALL_A), HumanMessage(PIG_Q),
+                                AIMessage(PIG_A), HumanMessage(FOLLOW_UP),
+                                AIMessage("About 21,196 km.")]
+    assert restarted.history.held_question("alice") is None
+    restarted.close()
+
+
+def test_chat_history_a_bad_message_keeps_the_waiting_question(engine: DHRAG) -> None:
+    DHRAGChatMessageHistory(engine, "alice").add_user_message(WALL_Q)
+    with pytest.raises(ValueError, match="question of turn 1"):
+        DHRAGChatMessageHistory(engine, "alice").add_messages(
+            [AIMessage(WALL_A), HumanMessage(" \n ")])
+    assert engine.history.size("alice") == 0
+    history = DHRAGChatMessageHistory(engine, "alice")
+    assert history.messages == [HumanMessage(WALL_Q)]
+    history.add_messages([AIMessage("", tool_calls=[{"name": "t", "args": {}, "id": "1"}]),
+                          AIMessage(WALL_A)])  # a tool-calling step is not the answer
+    assert history.messages == [HumanMessage(WALL_Q), AIMessage(WALL_A)]
+    history.add_user_message(PIG_Q)
+    history.clear()
+    assert history.messages == [] and engine.history.held_question("alice") is None

@@ -14,10 +14,18 @@ from langchain.agents import create_agent
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage
 from langchain_core.tools import tool
 from langgraph.checkpoint.memory import InMemorySaver
-from lc_support import FOLLOW_UP, PIG_A, PIG_Q, WALL_A, WALL_Q, ToolFakeChatModel
+from lc_support import (
+    FOLLOW_UP,
+    PIG_A,
+    PIG_Q,
+    WALL_A,
+    WALL_Q,
+    ToolFakeChatModel,
+    demo_passages,
+)
 
-from dhrag_core import DHRAG
-from langchain_dhrag import DHRAGMiddleware
+from dhrag_core import DHRAG, FaissKnowledgeBase, HashingEmbedder
+from langchain_dhrag import DHRAGMiddleware, document_to_passage, selection_to_documents
 
 
 @tool
@@ -79,6 +87,39 @@ def test_agent_memory_across_turns(engine: DHRAG, counted: list[str]) -> None:
     assert "made standalone: How long is " in system and "standalone: How long is it?" not in system
     assert "Retrieved passages:\n[1] " in system
     assert [t.query for t in engine.history.turns("alice")] == [WALL_Q, FOLLOW_UP]
+
+
+def test_the_system_message_shows_the_passage_titles() -> None:
+    """Passages of a dhrag knowledge base carry their title in ``Passage.title`` (in the
+    documents: the DH-RAG trace), not in their metadata: the agent is shown it anyway."""
+    emb = HashingEmbedder()
+    engine = DHRAG(FaissKnowledgeBase(demo_passages(), emb), embedder=emb)
+    docs = selection_to_documents(engine.preview("alice", WALL_Q, k=2))
+    assert all("title" not in d.metadata for d in docs)
+    titles = [d.metadata["dhrag"]["title"] for d in docs]
+    assert titles[0] == "Great Wall of China" and all(titles)
+
+    model = scripted(AIMessage(WALL_A))
+    agent = create_agent(model, [], middleware=[DHRAGMiddleware(engine, k=2)])
+    ask(agent, WALL_Q, cfg("alice"))
+    shown = system_of(model.seen[-1]).split("Retrieved passages:\n")[1]
+    assert shown == "\n".join(f"[{i}] {t}: {d.page_content}"
+                              for i, (t, d) in enumerate(zip(titles, docs, strict=True), 1))
+    assert document_to_passage(docs[0]).title == "Great Wall of China"  # and back
+
+
+def test_a_message_over_the_query_limit_is_cut_with_a_warning_and_the_run_survives(
+    engine: DHRAG,
+) -> None:
+    model = scripted(AIMessage(WALL_A))
+    agent = create_agent(model, [], middleware=[DHRAGMiddleware(engine)])
+    pasted = WALL_Q + " " + "and more context " * 600  # 10,000+ characters
+    with pytest.warns(UserWarning, match=r"cut from 10,\d{3} .*max_query_chars") as said:
+        ask(agent, pasted, cfg("long"))
+    assert sum("cut from" in str(w.message) for w in said) == 1  # once per message
+    (turn,) = engine.history.turns("long")
+    assert turn.query.startswith(WALL_Q) and len(turn.query) <= engine.settings.max_query_chars
+    assert turn.response == WALL_A and turn.passages  # the run recorded, with its passages
 
 
 def test_sessions_do_not_mix(engine: DHRAG) -> None:

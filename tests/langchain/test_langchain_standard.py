@@ -1,16 +1,27 @@
-"""LangChain's standard retriever test-suite, on an empty session and on one with history."""
+"""LangChain's standard test suites: the retriever (on an empty session and on one with
+history), the embeddings (unit and integration, over the hashing embedder and the default
+MiniLM), and a LangChain vector store over those embeddings."""
 
 from __future__ import annotations
 
 from typing import Any
 
-from langchain_core.vectorstores import InMemoryVectorStore
-from langchain_tests.integration_tests import RetrieversIntegrationTests
+import pytest
+from langchain_core.embeddings import Embeddings
+from langchain_core.vectorstores import InMemoryVectorStore, VectorStore
+from langchain_tests.integration_tests import (
+    EmbeddingsIntegrationTests,
+    RetrieversIntegrationTests,
+    VectorStoreIntegrationTests,
+)
+from langchain_tests.unit_tests import EmbeddingsUnitTests
 from lc_support import PIG_A, PIG_Q, WALL_A, WALL_Q, demo_store, hash_engine
 
-from langchain_dhrag import DHRAGRetriever
+from dhrag_core import HashingEmbedder, NumpyMiniLMEmbedder
+from langchain_dhrag import DHRAGEmbeddings, DHRAGRetriever
 
 _STORE: InMemoryVectorStore = demo_store()
+_MINILM = NumpyMiniLMEmbedder()  # one model for every test (loaded on first use)
 
 
 class TestDHRAGRetrieverStandard(RetrieversIntegrationTests):
@@ -46,3 +57,47 @@ class TestDHRAGRetrieverWithHistoryStandard(RetrieversIntegrationTests):
     @property
     def retriever_query_example(self) -> str:
         return "How long is it?"
+
+
+class TestDHRAGEmbeddingsUnit(EmbeddingsUnitTests):
+    @property
+    def embeddings_class(self) -> type[DHRAGEmbeddings]:
+        return DHRAGEmbeddings
+
+    @property
+    def embedding_model_params(self) -> dict[str, Any]:
+        return {"embedder": HashingEmbedder(64)}
+
+
+class TestDHRAGEmbeddingsIntegration(EmbeddingsIntegrationTests):
+    @property
+    def embeddings_class(self) -> type[DHRAGEmbeddings]:
+        return DHRAGEmbeddings
+
+    @property
+    def embedding_model_params(self) -> dict[str, Any]:
+        return {"embedder": HashingEmbedder(64)}
+
+
+class TestDHRAGMiniLMEmbeddingsUnit(TestDHRAGEmbeddingsUnit):
+    @property
+    def embedding_model_params(self) -> dict[str, Any]:
+        return {"embedder": _MINILM}
+
+
+class TestDHRAGMiniLMEmbeddingsIntegration(TestDHRAGEmbeddingsIntegration):
+    @property
+    def embedding_model_params(self) -> dict[str, Any]:
+        return {"embedder": _MINILM}
+
+
+class TestVectorStoreOverDHRAGEmbeddings(VectorStoreIntegrationTests):
+    """LangChain's in-memory vector store embedding with ``DHRAGEmbeddings`` (MiniLM)."""
+
+    @pytest.fixture
+    def vectorstore(self) -> VectorStore:
+        return InMemoryVectorStore(self.get_embeddings())
+
+    @staticmethod
+    def get_embeddings() -> Embeddings:
+        return DHRAGEmbeddings(_MINILM)

@@ -62,11 +62,15 @@ class ScriptedLLM(CustomLLM):
 
     Streams word by word and logs ``("produced", i)`` before yielding token ``i``, so tests
     can check that tokens reach the consumer as they are produced. Async calls are really
-    async (they yield to the event loop between tokens).
+    async (they yield to the event loop between tokens). With ``gate`` the stream stops after
+    its first token until the event is set; with ``fail_after`` it raises after that many
+    tokens.
     """
 
     answer_fn: Callable[[str], str] = first_context_sentence
     fail: bool = False
+    gate: threading.Event | None = None
+    fail_after: int | None = None
     _prompts: list[str] = PrivateAttr(default_factory=list)
     _events: list[tuple[str, int]] = PrivateAttr(default_factory=list)
     _lock: threading.Lock = PrivateAttr(default_factory=threading.Lock)
@@ -103,12 +107,21 @@ class ScriptedLLM(CustomLLM):
         def gen() -> CompletionResponseGen:
             text = ""
             for i, word in enumerate(words):
+                self._hold(i)
                 delta = word if i == 0 else " " + word
                 text += delta
                 self._events.append(("produced", i))
                 yield CompletionResponse(text=text, delta=delta)
+            self._events.append(("finished", len(words)))
 
         return gen()
+
+    def _hold(self, i: int) -> None:
+        """Before token ``i``: wait at the gate (after the first token), or fail."""
+        if i == 1 and self.gate is not None and not self.gate.wait(timeout=10):
+            raise AssertionError("the test never opened the gate")
+        if self.fail_after is not None and i == self.fail_after:
+            raise RuntimeError("scripted LLM failure mid-stream")
 
     async def achat(self, messages: Any, **kwargs: Any) -> ChatResponse:
         await asyncio.sleep(0.01)
@@ -123,11 +136,15 @@ class ScriptedLLM(CustomLLM):
             text = ""
             for i, word in enumerate(words):
                 await asyncio.sleep(0)
+                if i == 1 and self.gate is not None:
+                    await asyncio.to_thread(self.gate.wait, 10)
+                self._hold(i)
                 delta = word if i == 0 else " " + word
                 text += delta
                 self._events.append(("produced", i))
                 yield ChatResponse(message=ChatMessage(role="assistant", content=text),
                                    delta=delta)
+            self._events.append(("finished", len(words)))
 
         return gen()
 

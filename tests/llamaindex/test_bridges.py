@@ -99,7 +99,7 @@ def test_dhrag_embedding_round_trip(hashing: HashingEmbedder) -> None:
 
 def test_dhrag_embedding_defaults_to_minilm_without_loading_it() -> None:
     model = DHRAGEmbedding()
-    assert model.model_name == "dhrag:MiniLMEmbedder"
+    assert model.model_name == "dhrag:NumpyMiniLMEmbedder"  # the torch-free default
     assert model.embedder._model is None  # type: ignore[attr-defined]  # loaded on first use
 
 

@@ -137,7 +137,8 @@ def test_chat_history_argument_replaces_the_session_history(make_engine: Make) -
         ChatMessage(role=MessageRole.ASSISTANT, content="Stone, brick, earth and wood."),
     ]
 
-    reply = engine.chat("How long is it?", chat_history=seed)
+    with pytest.warns(UserWarning, match="replaced the 1 stored turn"):
+        reply = engine.chat("How long is it?", chat_history=seed)
 
     assert "21,196 km" in reply.response
     assert [m.content for m in engine.chat_history] == [

@@ -2,13 +2,21 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 
 import pytest
 from llama_index.core.base.llms.types import ChatMessage, MessageRole
 from llama_index.core.memory import Memory
 
-from dhrag_core import DHRAG, FaissKnowledgeBase, HashingEmbedder, HistoryDatabase, Settings
+from dhrag_core import (
+    DHRAG,
+    FaissKnowledgeBase,
+    HashingEmbedder,
+    HistoryDatabase,
+    NumpyMiniLMEmbedder,
+    Settings,
+)
 from llamaindex_dhrag import DHRAGMemoryBlock
 
 CONVERSATION = [
@@ -87,8 +95,8 @@ async def test_aput_pairs_messages_and_aget_selects(hashing: HashingEmbedder) ->
     turns = db.turns("s1")
     assert [(t.query, t.response) for t in turns] == [
         (CONVERSATION[0][0], "Stone and brick.\nAlso tamped earth and wood."),
-        (CONVERSATION[1][0], ""),
     ]
+    assert db.held_question("s1") == CONVERSATION[1][0]  # waits for its answer
 
     text = await block.aget([ChatMessage(role="user", content="How long is the Great Wall?")],
                             session_id="s1")
@@ -159,3 +167,67 @@ async def test_a_block_that_memory_never_fed_says_so_once(
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         await memory.aget()  # said once
+
+
+# -- token pressure: the block shrinks by its weakest turns ------------------------------------
+
+_WEIGHT = re.compile(r"^- turn (\d+) \(weight ([0-9.]+)\)", re.MULTILINE)
+
+
+def _turns_shown(text: str) -> dict[int, float]:
+    """Turn number -> weight, for each turn in a block text."""
+    return {int(n): float(w) for n, w in _WEIGHT.findall(text)}
+
+
+async def _three_turn_text(block: DHRAGMemoryBlock) -> str:
+    await block.aput([ChatMessage(role=r, content=t) for q, a in CONVERSATION[:3]
+                      for r, t in (("user", q), ("assistant", a))], session_id="s")
+    text = await block.aget([ChatMessage(role="user", content="How long is the Great Wall?")],
+                            session_id="s")
+    assert len(_turns_shown(text)) == 3
+    return text
+
+
+async def test_atruncate_drops_the_weakest_turns_first(hashing: HashingEmbedder) -> None:
+    db = HistoryDatabase(embedder=hashing, settings=Settings(use_chains=False, history_turns=3))
+    block = DHRAGMemoryBlock(history=db, priority=1)
+    text = await _three_turn_text(block)
+    shown = _turns_shown(text)
+    ranked = sorted(shown, key=lambda n: -shown[n])
+
+    assert await block.atruncate(text, 0) == text
+    one_less = await block.atruncate(text, 1)
+    assert one_less is not None and one_less.startswith(block.header)
+    assert set(_turns_shown(one_less)) == set(ranked[:2])
+    assert len(block.tokenizer_fn(text)) - len(block.tokenizer_fn(one_less)) >= 1
+    two_less = await block.atruncate(one_less, 1)  # its own output shrinks again
+    assert two_less is not None and set(_turns_shown(two_less)) == set(ranked[:1])
+    assert await block.atruncate(text, 10_000) is None  # nothing left: the block goes
+    assert await block.atruncate([], 5) is None  # type: ignore[arg-type]  # Memory's "none"
+    assert await block.atruncate("text this block never made", 5) is None
+
+
+@pytest.mark.model
+async def test_memory_under_token_pressure_keeps_the_block_with_its_strongest_turns(
+    memories: MemoryFor,
+) -> None:
+    """A real Memory over its token limit: the block loses its weakest turns, not itself
+    (with MiniLM, so that "strongest" means the turn the question is about)."""
+    db = HistoryDatabase(embedder=NumpyMiniLMEmbedder(),
+                         settings=Settings(use_chains=False, history_turns=3))
+    block = DHRAGMemoryBlock(history=db, priority=1)
+    await block.aput([ChatMessage(role=r, content=t) for q, a in CONVERSATION
+                      for r, t in (("user", q), ("assistant", a))], session_id="alice")
+    question = "How long is the Great Wall of China?"
+    full = await block.aget([ChatMessage(role="user", content=question)], session_id="alice")
+    shown = _turns_shown(full)
+    assert len(shown) == 3 and max(shown, key=lambda n: shown[n]) == 1  # the wall turn leads
+
+    memory = memories(session_id="alice", token_limit=len(block.tokenizer_fn(full)) - 1,
+                      chat_history_token_ratio=0.5, token_flush_size=10, memory_blocks=[block])
+    system = (await memory.aget(input=question))[0]
+    text = system.content or ""
+    assert system.role == MessageRole.SYSTEM and "<dhrag_history>" in text
+    kept = _turns_shown(text)
+    assert set(kept) == set(sorted(shown, key=lambda n: -shown[n])[:2])
+    assert "Stone, brick, tamped earth and wood." in text

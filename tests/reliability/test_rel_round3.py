@@ -133,7 +133,9 @@ def test_an_embedder_returning_the_wrong_thing_is_named(how: str) -> None:
 
 
 @pytest.mark.parametrize("bad", ["nul \x00 in it", "lone \ud800 surrogate", "x" * 1_000_001])
-def test_a_bad_chat_history_message_loses_no_stored_turn(bad: str) -> None:
+def test_an_unclean_chat_history_message_is_stored_cleaned(bad: str) -> None:
+    """``chat_history=`` replaces the stored turns (warned); an answer in it that cannot be
+    stored as given is stored cleaned, and the new turn is kept."""
     from llama_index.core.base.llms.types import ChatMessage, MessageRole
     from llama_index.core.llms import MockLLM
 
@@ -146,9 +148,12 @@ def test_a_bad_chat_history_message_loses_no_stored_turn(bad: str) -> None:
         engine.chat(q)
     history = [ChatMessage(role=MessageRole.USER, content="hello"),
                ChatMessage(role=MessageRole.ASSISTANT, content=bad)]
-    with pytest.raises((ValueError, TypeError)):
+    with pytest.warns(UserWarning, match="replaced the 3 stored turn"):
         engine.chat("And wall 3?", chat_history=history)
-    assert len(engine.get_chat_history()) == 6  # the three stored turns, both sides
+    turns = engine._rag.history.turns("s")
+    assert [t.query for t in turns] == ["hello", "And wall 3?"]
+    assert "\x00" not in turns[0].response and len(turns[0].response) <= 1_000_000
+    assert "dhrag_cleaned" in turns[0].metadata
 
 
 def test_a_batch_of_one_sessions_questions_records_each_ones_passages() -> None:
