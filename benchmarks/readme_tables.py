@@ -129,10 +129,12 @@ def _table(runs: Sequence[tuple[str, Mapping[str, Any]]],
 FRAMEWORK_ROWS = (
     ("the question alone", "last-turn"),
     ("the previous question + the question (a one-turn buffer)", "last-1-q"),
-    ("the last 3 questions and answers + the question (a window buffer)", "last-3-qa"),
+    ("the last 3 questions and answers + the question (a window buffer; the question comes "
+     "last, so MiniLM's 256-token limit cuts it away in most texts: it measures truncation)",
+     "last-3-qa"),
     ("every question so far (a whole-history buffer)", "all-questions"),
-    ("MTRAG's own rewrite of each question + dhrag's lexical term (an ideal condensing LLM; "
-     "reference)", "rewrite-ref-lex"),
+    ("MTRAG's own rewrite of each question + dhrag's lexical term (MTRAG's LLM rewrites, not "
+     "an oracle; reference)", "rewrite-ref-lex"),
     ("**dhrag, defaults (no LLM call)**", "dhrag"),
 )
 """What the frameworks' default memories put into retrieval, as the benchmark replays it."""
@@ -413,7 +415,8 @@ MPNET_ROWS = (("the question alone (last turn)", "last-turn"),
               ("last turn + a length prior (best of 3, tuned)", "last-turn-length-*"),
               ("last turn + dhrag's lexical term", "last-turn-lex"),
               ("best answer-aware interpolation + gate + lexical term (tuned)", BASELINE),
-              ("**dhrag, defaults untouched**", "dhrag"))
+              ("**dhrag, defaults (0.4 / 0.6 and the answer rule chosen partly on mpnet's tuning "
+               "runs)**", "dhrag"))
 
 
 def mpnet() -> str:
