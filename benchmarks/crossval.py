@@ -1,6 +1,6 @@
-"""Cross-validation by conversation: folds of original conversations, held-out choice of a
-setting, the fixed tuning / report halves of a benchmark, and the values a ``--grid`` or
-``--also`` argument takes."""
+"""Cross-validation by conversation: the original conversation of a scored task, folds of
+original conversations, held-out choice of a setting, the fixed tuning / report halves of a
+benchmark, and the values a ``--grid`` or ``--also`` argument takes."""
 
 from __future__ import annotations
 
@@ -9,11 +9,12 @@ from collections.abc import Mapping, Sequence
 
 import numpy as np
 
+from benchmarks.convert_mtrag import TURN_SEPARATOR
 from benchmarks.data import Benchmark, build_conversations
 from benchmarks.metrics import TaskScore
 
-__all__ = ["SPLITS", "cross_validate", "fold_of", "half_of", "parse_value", "split_benchmark",
-           "task_fold"]
+__all__ = ["SPLITS", "conversation_of", "cross_validate", "fold_of", "half_of", "parse_value",
+           "split_benchmark", "task_fold"]
 
 SPLITS = ("tune", "report", "all")
 """``tune``: the half of the conversations defaults are chosen on; ``report``: the other half,
@@ -30,6 +31,25 @@ def parse_value(value: str) -> object:
     return {"true": True, "false": False, "none": None}.get(value.lower(), value)
 
 
+def conversation_of(score: TaskScore) -> str:
+    """The original conversation of a scored task: the key every sign flip and fold goes by.
+
+    An interleaved task carries it as its ``thread`` tag (the conversation's
+    ``conversation_id``); a plain task's id is that id and the turn, joined by MTRAG's
+    ``<::>`` (``29e3...bae<::>2``) or the neutral format's ``::`` (``sw01::2``). So a
+    conversation's plain tasks and its interleaved copies share one key: one cluster of
+    ``paired_randomisation_test`` (``report``, ``tune_dhrag``), one fold (``task_fold``).
+    """
+    thread = score.tags.get("thread")
+    if thread:
+        return thread
+    for separator in (TURN_SEPARATOR, "::"):  # MTRAG's first: it holds the other
+        conversation, found, _ = score.task_id.partition(separator)
+        if found:
+            return conversation
+    return score.task_id
+
+
 def fold_of(thread: str, folds: int) -> int:
     """The fold of an original conversation (stable across runs and sets)."""
     return zlib.crc32(thread.encode()) % folds
@@ -40,7 +60,7 @@ def task_fold(score: TaskScore, folds: int, domains: Sequence[str] | None = None
     the index of its domain (leave one domain out)."""
     if domains is not None:
         return list(domains).index(score.tags.get("domain", ""))
-    return fold_of(score.tags.get("thread", score.task_id.split("::")[0]), folds)
+    return fold_of(conversation_of(score), folds)
 
 
 def cross_validate(scores: Mapping[str, Sequence[tuple[int, float]]], folds: int) -> float:

@@ -18,6 +18,7 @@ from typing import Any
 
 import numpy as np
 
+from benchmarks.crossval import conversation_of
 from benchmarks.metrics import (
     DEPTH_BUCKETS,
     METRICS,
@@ -30,7 +31,8 @@ from benchmarks.metrics import (
 from benchmarks.runner import RunResult, SystemRun
 
 __all__ = [
-    "family", "latency_ms", "markdown", "plot_depth", "plot_scaling", "summarise", "write_report",
+    "conversation_of", "family", "latency_ms", "markdown", "plot_depth", "plot_scaling",
+    "summarise", "write_report",
 ]
 
 log = logging.getLogger(__name__)
@@ -96,12 +98,6 @@ def _p_value(
     origin = {s.task_id: conversation_of(s) for s in run.scores}
     return paired_randomisation_test([ours[t] for t in common], [theirs[t] for t in common],
                                      clusters=[origin[t] for t in common])
-
-
-def conversation_of(s: TaskScore) -> str:
-    """The original conversation of a scored task (its interleaved ``thread``, else the
-    conversation in its id): the unit p-values flip signs by."""
-    return s.tags.get("thread") or s.task_id.split("::")[0]
 
 
 FOCUS = "dhrag"

@@ -31,7 +31,7 @@ from typing import Any, cast
 
 import numpy as np
 
-from benchmarks.crossval import cross_validate, fold_of
+from benchmarks.crossval import conversation_of, cross_validate, fold_of
 from benchmarks.data import Benchmark, load_benchmark
 from benchmarks.dhrag_systems import DHRAGSystem, MemoEmbedder
 from benchmarks.kbcache import kb_vectors
@@ -135,7 +135,7 @@ def cross_validate_text(
         system = DHRAGSystem(name, ctx, Settings().with_(**changes), rewriter=LightRewriter())
         scores = score_runs(replay(system, bench.conversations, k=10, show_progress=False),
                             bench.tasks)
-        pooled[name] = [(fold_of(s.task_id.split("::")[0], folds), s.values["MRR@10"])
+        pooled[name] = [(fold_of(conversation_of(s), folds), s.values["MRR@10"])
                         for s in scores]
         rows[name] = float(np.mean([v for _, v in pooled[name]]))
         print(f"{name}: MRR@10 {rows[name]:.4f}", flush=True)

@@ -29,7 +29,14 @@ from typing import cast
 import faiss
 import numpy as np
 
-from benchmarks.crossval import SPLITS, cross_validate, parse_value, split_benchmark, task_fold
+from benchmarks.crossval import (
+    SPLITS,
+    conversation_of,
+    cross_validate,
+    parse_value,
+    split_benchmark,
+    task_fold,
+)
 from benchmarks.data import Benchmark, load_benchmark
 from benchmarks.dhrag_systems import DHRAGSystem, memo_for
 from benchmarks.embedders import EMBEDDERS, ShiftedEmbedder, bench_embedder, shift
@@ -133,8 +140,7 @@ def main() -> None:
             per_label.setdefault(label, []).extend(scores)
             pooled[name].extend((task_fold(s, folds, domains), s.values["MRR@10"])
                                 for s in scores)
-            conversations.extend(s.tags.get("thread", s.task_id.split("::")[0])
-                                 for s in scores)
+            conversations.extend(conversation_of(s) for s in scores)
         for label, scores in per_label.items():
             row[label] = round(float(np.mean([s.values["MRR@10"] for s in scores])), 4)
             for kind in ("first", "continue", "return"):

@@ -887,18 +887,60 @@ def test_a_judged_turn_makes_its_chain_t_star_only_where_the_engine_hedges() -> 
     assert all(rel < 0.1 - 0.2 for _, rel in picked[1:]) and {t for t, _ in picked} == {7, 3, 9, 4}
 
 
+# MTRAG's own ids, as its tasks.jsonl has them (conversation id, "<::>", turn), with domains
+MTRAG_IDS = {
+    "dd6b6ffd177f2b311abe676261279d2f<::>1": "clapnq",
+    "62a5aee8a497bee6fc467df13bf23cfc<::>1": "govt",
+    "e9dd465e8dd63a80dda8f3ce9cba6848<::>1": "fiqa",
+    "d5b1e735a040853ed361a3dfde1b8ef0<::>1": "cloud",
+}
+
+
 def test_task_fold_leaves_one_domain_out_or_splits_by_conversation() -> None:
     from benchmarks.crossval import fold_of, task_fold
-    from benchmarks.metrics import TaskScore
 
-    plain = TaskScore("c1<::>2", 2, {"MRR@10": 1.0}, {"domain": "govt"})
-    woven = TaskScore("s0-3x000::5", 5, {"MRR@10": 0.0}, {"domain": "fiqa", "thread": "c1<"})
-    domains = ["clapnq", "fiqa", "govt"]
-    assert task_fold(plain, 3, domains) == 2 and task_fold(woven, 3, domains) == 1
+    conversation = "dd6b6ffd177f2b311abe676261279d2f"
+    plain = TaskScore(f"{conversation}<::>2", 2, {"MRR@10": 1.0}, {"domain": "clapnq"})
+    woven = TaskScore("s0-3x000::5", 5, {"MRR@10": 0.0},
+                      {"domain": "clapnq", "thread": conversation})
+    domains = ["clapnq", "cloud", "fiqa", "govt"]
+    assert task_fold(plain, 4, domains) == task_fold(woven, 4, domains) == 0
     # by conversation, a thread and its interleaved copy share a fold
-    assert task_fold(plain, 5) == task_fold(woven, 5) == fold_of("c1<", 5)
+    assert task_fold(plain, 5) == task_fold(woven, 5) == fold_of(conversation, 5)
     with pytest.raises(ValueError):
-        task_fold(TaskScore("x", 1, {}, {"domain": "cloud"}), 3, domains)
+        task_fold(TaskScore("x", 1, {}, {"domain": "other"}), 3, domains)
+
+
+def test_a_conversation_and_its_interleaved_copies_are_one_cluster_and_one_fold() -> None:
+    """MTRAG's ids join conversation and turn with ``<::>``: the key is the conversation id
+    itself, the ``thread`` its interleaved copies carry (not ``id<``, as ``split("::")`` had)."""
+    from benchmarks import report, text_path, tune_dhrag
+    from benchmarks.crossval import conversation_of, fold_of, task_fold
+
+    assert report.conversation_of is conversation_of  # one function for every caller
+    assert tune_dhrag.conversation_of is conversation_of
+    assert text_path.conversation_of is conversation_of
+    tasks = []
+    for first, domain in MTRAG_IDS.items():
+        cid = first.split("<::>")[0]
+        history: list[Message] = []
+        for turn in range(1, 4):
+            tasks.append(Task(f"{cid}<::>{turn}", cid, turn, tuple(history), f"q{turn} {cid}",
+                              (f"p-{cid}-{turn}",), tags={"domain": domain}))
+            history += [Message("user", f"q{turn} {cid}"), Message("assistant", "a")]
+    assert tasks[0].task_id in MTRAG_IDS
+    woven = interleave_benchmark(build_conversations(tasks), threads=2, block=(1, 2), seed=0)
+    scores = [score_task(t.task_id, t.turn, [], t.relevant, t.tags) for t in tasks + woven]
+    keys = {s.task_id: conversation_of(s) for s in scores}
+    assert keys["dd6b6ffd177f2b311abe676261279d2f<::>2"] == "dd6b6ffd177f2b311abe676261279d2f"
+    assert set(keys.values()) == {t.conversation_id for t in tasks}  # 4 clusters, not 8
+    by_conversation: dict[str, set[int]] = {}
+    for s in scores:
+        by_conversation.setdefault(keys[s.task_id], set()).add(task_fold(s, 5))
+    assert by_conversation == {c: {fold_of(c, 5)} for c in keys.values()}
+    # the neutral format's "::" (the scenario set's "sw01::2") and an id without a turn
+    assert conversation_of(TaskScore("sw01::2", 2, {})) == "sw01"
+    assert conversation_of(TaskScore("lone", 1, {})) == "lone"
 
 
 def _conversation(cid: str, turns: list[tuple[str, str]]) -> list[Task]:
