@@ -19,6 +19,7 @@ from pathlib import Path
 from dhrag_core.app.answering import ExtractiveAnswerer
 from dhrag_core.llm import LLM, LLMError, Message
 from dhrag_core.pipeline.engine import DHRAG
+from dhrag_core.private_files import create_private
 from dhrag_core.records import Passage, Selection
 from dhrag_core.store import PostgresStore, SQLiteStore, redact_dsn
 from dhrag_core.transcript import clip, describe_selected, exchanges, in_turn_order
@@ -212,8 +213,7 @@ class ChatSession:
                          f"*answered by {t.metadata.get('answered_by', '?')}; "
                          f"sources: {sources or '(none)'}*\n")
         try:
-            with target.open("x", encoding="utf-8") as f:
-                f.write("\n".join(parts))
+            create_private(target, "\n".join(parts))
         except FileExistsError:
             raise FileExistsError(f"{target} exists; /save writes a new file only, so give "
                                   "another name") from None

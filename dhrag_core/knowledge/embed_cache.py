@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
+import io
 import json
 import logging
 import os
@@ -22,6 +23,7 @@ from typing import Any
 import numpy as np
 
 from dhrag_core.embedding import Embedder, LocalModelEmbedder
+from dhrag_core.private_files import write_private
 from dhrag_core.records import Passage, Vector
 
 __all__ = [
@@ -109,12 +111,10 @@ def _read_cache(path: Path, expected: tuple[int, int]) -> Vector | None:
 
 def _write_cache(path: Path, vectors: Vector) -> None:
     try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_name(f"{path.stem}.{os.getpid()}.tmp")
-        with tmp.open("wb") as f:
-            np.save(f, vectors)
-        os.replace(tmp, path)
-        path.with_suffix(".sha256").write_text(_checksum(vectors) + "\n")
+        buffer = io.BytesIO()
+        np.save(buffer, vectors)
+        write_private(path, buffer.getvalue())
+        write_private(path.with_suffix(".sha256"), (_checksum(vectors) + "\n").encode())
     except OSError as exc:
         log.warning("could not cache knowledge base vectors in %s: %s", path.parent, exc)
 
@@ -237,11 +237,8 @@ def _prune(folder: Path, key: str, kb: Path, used: set[str]) -> None:
                     log.info("pruned stale cache file %s", stale)
     if before != used:
         with contextlib.suppress(OSError):
-            folder.mkdir(parents=True, exist_ok=True)
-            tmp = manifest.with_name(f"{manifest.name}.{os.getpid()}.tmp")
-            tmp.write_text(json.dumps({"kb": str(kb), "model": key, "files": sorted(used)}),
-                           "utf-8")
-            os.replace(tmp, manifest)
+            write_private(manifest, json.dumps(
+                {"kb": str(kb), "model": key, "files": sorted(used)}).encode("utf-8"))
 
 
 def _npy_shape(path: Path) -> tuple[int, ...]:
