@@ -39,7 +39,39 @@ MODEL_ENV = ("DHRAG_MODEL", "OPENAI_MODEL")
 
 
 class LLMError(RuntimeError):
-    """A request to the LLM failed: connection, timeout, HTTP error or an unusable reply."""
+    """A request to the LLM failed: connection, timeout, HTTP error or an unusable reply.
+
+    It carries no exception chain (no ``__cause__``; no ``__context__``, or one suppressed,
+    never printed): the client's exceptions quote request URLs (``?api_key=``) and
+    server-echoed credentials, and a traceback, ``logging.exception`` or an error tracker
+    prints a chain whole. What is
+    useful of the failure stays: its type (``cause_type``) and HTTP status (``status_code``),
+    and its message with credentials masked, in this error's message.
+    """
+
+    def __init__(self, message: str, *, cause_type: str | None = None,
+                 status_code: int | None = None) -> None:
+        super().__init__(message)
+        self.cause_type = cause_type
+        """The failure's exception type name (``"APIStatusError"``), if one caused this."""
+        self.status_code = status_code
+        """The HTTP status of the failed request, if the server answered."""
+
+
+def _status_code(exc: BaseException) -> int | None:
+    code = getattr(exc, "status_code", None)
+    return code if isinstance(code, int) and not isinstance(code, bool) else None
+
+
+def _scrubbed_error(message: str, exc: BaseException) -> LLMError:
+    """An ``LLMError`` for ``exc`` with no chain: raise it outside the ``except`` block (or
+    ``from None``), so that ``exc``, whose message and request may hold secrets, is neither
+    its cause nor its context."""
+    err = LLMError(message, cause_type=type(exc).__name__, status_code=_status_code(exc))
+    err.__cause__ = None
+    err.__context__ = None
+    err.__suppress_context__ = True
+    return err
 
 
 @runtime_checkable
@@ -85,7 +117,10 @@ def failures_as_llm_error(what: str) -> Iterator[None]:
     except LLMError:
         raise
     except Exception as exc:
-        raise LLMError(f"{what} failed: {type(exc).__name__}: {exc}") from exc
+        # from None: the with statement still sets the failure as context, not printed
+        raise _scrubbed_error(
+            f"{what} failed: {type(exc).__name__}: {scrub_credentials(str(exc))}", exc
+        ) from None
 
 
 def _env(env: Mapping[str, str], *names: str) -> str | None:
@@ -230,19 +265,25 @@ class OpenAICompatibleLLM:
                 "timeout": float(timeout)}
 
     def _text(self, response: Any) -> str:
+        error: LLMError | None = None
         try:
             content = response.choices[0].message.content
         except (AttributeError, IndexError, KeyError, TypeError) as exc:
-            raise LLMError(
-                f"{self.shown_url} returned no chat completion ({type(response).__name__})"
-            ) from exc
+            error = _scrubbed_error(
+                f"{self.shown_url} returned no chat completion ({type(response).__name__}: "
+                f"{type(exc).__name__})", exc)
+        if error is not None:
+            raise error from None
         if not isinstance(content, str) or not content.strip():
             raise LLMError(f"{self.shown_url} returned an empty completion")
         return content
 
     def _error(self, exc: Exception) -> LLMError:
-        return LLMError(f"chat completion at {self.shown_url} (model {self.model!r}) failed: "
-                        f"{type(exc).__name__}: {self._scrub(str(exc))}")
+        status = _status_code(exc)
+        shown = f"{type(exc).__name__}" + ("" if status is None else f" (HTTP {status})")
+        return _scrubbed_error(
+            f"chat completion at {self.shown_url} (model {self.model!r}) failed: "
+            f"{shown}: {self._scrub(str(exc))}", exc)
 
     def complete(
         self, messages: list[Message], *, max_tokens: int = 256, temperature: float = 0.0,
@@ -257,8 +298,11 @@ class OpenAICompatibleLLM:
         try:
             response = self._sync_client().chat.completions.create(**request)
         except Exception as exc:
-            raise self._error(exc) from exc
-        return self._text(response)
+            error = self._error(exc)
+        else:
+            return self._text(response)
+        # raised outside the except block: the client's exception is no context of it
+        raise error from None
 
     async def acomplete(
         self, messages: list[Message], *, max_tokens: int = 256, temperature: float = 0.0,
@@ -269,8 +313,11 @@ class OpenAICompatibleLLM:
         try:
             response = await self._async_client().chat.completions.create(**request)
         except Exception as exc:
-            raise self._error(exc) from exc
-        return self._text(response)
+            error = self._error(exc)
+        else:
+            return self._text(response)
+        # raised outside the except block: the client's exception is no context of it
+        raise error from None
 
 
 def llm_from_env(

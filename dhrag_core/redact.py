@@ -18,6 +18,10 @@ _QUERY_SECRET = re.compile(rf"([?&;](?:{_KEYS})=)([^&]*)", re.IGNORECASE)
 _DELIMITERS = re.compile(r"[#?/@:&;=]")
 _HOST_PORT = re.compile(r"[^:@?#]*:\d*")
 _QUERY_START = re.compile(r"\?[A-Za-z_][\w.-]*=")
+# what follows a userinfo's "@" up to a later "@" when that later "@" is in the query:
+# "host[:port]/path?name=..." with a plain host and path
+_QUERY_AT = re.compile(r"(?:[A-Za-z0-9.-]+|\[[0-9A-Fa-f:.]+\])(?::\d+)?(?:/[\w.,~%-]*)?"
+                       r"\?[A-Za-z_][\w.-]*=[^#/@]*")
 _KV_PASSWORD = re.compile(r"(\bpassword\s*=\s*)('(?:[^'\\]|\\.)*'|\S+)", re.IGNORECASE)
 
 
@@ -25,13 +29,21 @@ def _split(url: str) -> tuple[str, str, str] | None:
     """``(scheme://, userinfo, after-@)`` of a URL with credentials, else None.
 
     The authority ends at the first ``/`` (libpq's rule), and within it the credentials at
-    the last ``@``; a password holding a ``/`` is found by the last ``@`` of the URL.
+    the last ``@``; a password holding a ``/`` (or an ``@`` then a ``/``) is found by the last
+    ``@`` of the URL, unless that ``@`` is plainly in a query (``h:5432/db?user=a@b.org``).
     """
     scheme, sep, rest = url.partition("://")
     if not sep:
         return None
     head = rest.split("/", 1)[0]
     at = head.rfind("@")
+    last = rest.rfind("@")
+    if 0 <= at < last and not (_QUERY_AT.fullmatch(rest[at + 1 : last])
+                               and not re.search(r"[/:]", rest[last + 1 :])):
+        # "user:p@ss/w0rd@host:5432/db": an "@" after the first "/" is a password's "@"
+        # unless it sits in the query of a plain "host[:port]/path" and no "host:port/path"
+        # follows it ("h:5432/db?user=a@b.org"); ambiguous URLs hide more, never less
+        at = last
     if at < 0:
         at = rest.rfind("@")
         before = rest[:at]

@@ -8,10 +8,11 @@ once the answer is complete: after ``invoke``/``ainvoke``, for each input of
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import AsyncIterator, Iterator, Mapping
 from typing import Any
 
-from langchain_core.messages import BaseMessage
+from langchain_core.messages import BaseMessage, BaseMessageChunk
 from langchain_core.runnables import Runnable, RunnableConfig, ensure_config
 
 from dhrag_core import DHRAG
@@ -45,12 +46,34 @@ def _pick(where: str, value: Any, key: str | None, setting: str) -> str:
 
 
 def _add(total: Any, chunk: Any) -> Any:
+    """``total`` and the next streamed ``chunk`` merged as LangChain adds chunks up: message
+    chunks with ``+``; strings and messages as their text joined; dicts key by key (a key's
+    first non-``None`` value, then each later one merged into it, as ``AddableDict`` does);
+    other values with ``+`` when of one type, else as their ``str`` joined. A chunk is never
+    dropped: a stream's answer is all of its chunks."""
     if total is None:
         return chunk
-    try:
-        return total + chunk
-    except TypeError:
-        return chunk  # chunks that do not add up: the last one is the answer
+    if chunk is None:
+        return total
+    if isinstance(total, Mapping) and isinstance(chunk, Mapping):
+        merged = dict(total)
+        for key, value in chunk.items():
+            old = merged.get(key)
+            merged[key] = value if old is None else _add(old, value)
+        return merged
+    if isinstance(total, BaseMessageChunk) and isinstance(chunk, BaseMessageChunk):
+        with contextlib.suppress(TypeError, ValueError):  # e.g. chunks of two roles
+            return total + chunk
+    if isinstance(total, (str, BaseMessage)) and isinstance(chunk, (str, BaseMessage)):
+        return _text("chunk", total) + _text("chunk", chunk)  # AIMessage + AIMessage: a prompt
+    if type(total) is type(chunk):
+        with contextlib.suppress(TypeError):
+            return total + chunk
+    return _chunk_text(total) + _chunk_text(chunk)
+
+
+def _chunk_text(value: Any) -> str:
+    return value.text if isinstance(value, BaseMessage) else str(value)
 
 
 class DHRAGMemoryRunnable(Runnable[Any, Any]):

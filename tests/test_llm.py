@@ -350,3 +350,23 @@ def test_a_secret_query_value_is_masked_whole() -> None:
 
     assert redact_url("http://h/v1?api_key=k#y?v&x=1") == "http://h/v1?api_key=***&x=1"
     assert redact_url("http://h/v1?token=a/b#c") == "http://h/v1?token=***"
+
+
+def test_llm_error_keeps_status_and_type_but_no_chain(fake_llm: FakeOpenAI) -> None:
+    """The openai exception is summarised (type, HTTP status, masked message), not chained:
+    its request URL and the server's body may quote credentials (issue 55, item 7)."""
+    fake_llm.script(Reply(status=503, raw=b'{"error": {"message": "overloaded"}}'))
+    with pytest.raises(LLMError) as info:
+        llm(fake_llm).complete([{"role": "user", "content": "x"}])
+    err = info.value
+    assert err.__cause__ is None and err.__context__ is None and err.__suppress_context__
+    assert err.status_code == 503 and err.cause_type == "InternalServerError"
+    assert "InternalServerError (HTTP 503)" in str(err) and "overloaded" in str(err)
+
+
+def test_a_password_with_at_then_slash_is_masked_whole() -> None:
+    from dhrag_core.redact import redact_url, url_secrets
+
+    url = "postgresql://user:p@ss/w0rd@host:5432/db"
+    assert redact_url(url) == "postgresql://user:***@host:5432/db"
+    assert url_secrets(url)[0] == "p@ss/w0rd"

@@ -27,7 +27,6 @@ import hashlib
 import json
 import logging
 import os
-import tempfile
 import threading
 import time
 from collections.abc import Sequence
@@ -40,6 +39,7 @@ import numpy as np
 import numpy.typing as npt
 
 from dhrag_core.embedding import Embedder, LocalModelEmbedder, l2_normalise, opening_words
+from dhrag_core.private_files import write_private
 from dhrag_core.records import Vector
 
 if TYPE_CHECKING:
@@ -381,15 +381,7 @@ def _write(path: Path, identity: str, prints: npt.NDArray[np.float64], cal: Cali
     """Keep a calibration (owner-only folder and file, replaced atomically); a folder that
     cannot be written is warned about, never an error."""
     try:
-        path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".tmp-", suffix=".json")  # 0600
-        try:
-            with os.fdopen(fd, "w", encoding="utf-8") as f:
-                json.dump(_record(identity, prints, cal), f)
-            os.replace(tmp, path)
-        except BaseException:
-            Path(tmp).unlink(missing_ok=True)
-            raise
+        write_private(path, json.dumps(_record(identity, prints, cal)).encode("utf-8"))
     except OSError as exc:
         log.warning("cannot keep the calibration in %s (%s): it will be measured again in "
                     "the next process", path, exc)

@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import inspect
+import logging
 import threading
 import time
 import warnings
@@ -51,7 +52,11 @@ from dhrag_core.validation import (
 __all__ = ["DHRAG", "EngineCloser"]
 
 _PENDING_PER_SESSION = 16
-"""Selections of one session kept pending at once (a batch of its questions)."""
+"""Pending selections the engine keeps per session slot of ``Settings.max_pending``, on
+average: all sessions together keep at most ``max_pending * _PENDING_PER_SESSION`` (65,536 by
+default), and any one session may use them all (a batch of many questions of one session)."""
+
+log = logging.getLogger(__name__)
 
 
 class DHRAG(Closeable):
@@ -143,6 +148,8 @@ class DHRAG(Closeable):
         self._vector_lock = threading.Lock()
         self.max_pending = own.max_pending
         self._pending: OrderedDict[str, OrderedDict[str, Selection]] = OrderedDict()
+        self._pending_count = 0  # selections in self._pending, all sessions together
+        self._dropped: OrderedDict[int, None] = OrderedDict()  # hashes of dropped (sid, query)
         self._pending_lock = threading.Lock()
 
     # -- pending selections -----------------------------------------------------------------
@@ -159,31 +166,64 @@ class DHRAG(Closeable):
             return per.get(query) if query is not None else next(reversed(per.values()))
 
     def _keep_pending(self, selection: Selection) -> Selection:
-        """Keep a selection until its turn is recorded: per session, one per question (the
-        ``_PENDING_PER_SESSION`` latest), so that several questions of one session selected at
-        once (a batch) each record their own passages."""
+        """Keep a selection until its turn is recorded: per session, one per question, so that
+        several questions of one session selected at once (a batch, of any size) each record
+        their own passages. Bounded engine-wide: at most ``max_pending`` sessions and
+        ``max_pending * _PENDING_PER_SESSION`` selections, the least recently selected
+        dropped first; recording a turn whose selection was dropped logs a warning naming
+        ``Settings.max_pending`` (never silently stored without its passages)."""
+        budget = self.max_pending * _PENDING_PER_SESSION
         with self._pending_lock:
             per = self._pending.setdefault(selection.session_id, OrderedDict())
+            if selection.query not in per:
+                self._pending_count += 1
             per[selection.query] = selection
             per.move_to_end(selection.query)
-            while len(per) > _PENDING_PER_SESSION:
-                per.popitem(last=False)
             self._pending.move_to_end(selection.session_id)
+            self._dropped.pop(hash((selection.session_id, selection.query)), None)
             while len(self._pending) > self.max_pending:
-                self._pending.popitem(last=False)
+                sid, gone = self._pending.popitem(last=False)
+                self._forget_pending(sid, gone, budget)
+            while self._pending_count > budget:
+                sid, oldest = next(iter(self._pending.items()))
+                query, old = oldest.popitem(last=False)
+                if not oldest:
+                    del self._pending[sid]
+                self._forget_pending(sid, {query: old}, budget)
         return selection
 
-    def _take_pending(self, session_id: str, query: str) -> Selection | None:
+    def _forget_pending(self, session_id: str, queries: Mapping[str, Selection],
+                        budget: int) -> None:
+        """Count dropped pending selections out, remembering which (as hashes, the latest
+        ``2 * budget``) so that recording their turns warns. Called with the lock held."""
+        self._pending_count -= len(queries)
+        for query in queries:
+            self._dropped[hash((session_id, query))] = None
+        while len(self._dropped) > 2 * budget:
+            self._dropped.popitem(last=False)
+
+    def _take_pending(self, session_id: str, query: str, *, warn: bool = False) -> Selection | None:
         """Remove and return the session's pending selection made for ``query`` (the others
-        stay: their own turns may still be recorded)."""
+        stay: their own turns may still be recorded). ``warn``: log a warning if it was
+        dropped by the pending limit (its turn is then stored without passages)."""
         with self._pending_lock:
             per = self._pending.get(session_id)
-            if per is None:
-                return None
-            sel = per.pop(query, None)
-            if not per:
+            sel = per.pop(query, None) if per is not None else None
+            if per is not None and not per:
                 del self._pending[session_id]
-            return sel
+            if sel is not None:
+                self._pending_count -= 1
+                return sel
+            dropped = hash((session_id, query)) in self._dropped
+            self._dropped.pop(hash((session_id, query)), None)
+        if dropped and warn:
+            log.warning(
+                "the selection made for this question of session %r was dropped before its "
+                "turn was recorded: more than max_pending=%d sessions or %d selections were "
+                "pending at once; its turn is stored without passages (raise "
+                "Settings.max_pending, or record turns before selecting more)",
+                session_id, self.max_pending, self.max_pending * _PENDING_PER_SESSION)
+        return None
 
     def _is_pending(self, session_id: str, query: str) -> bool:
         with self._pending_lock:
@@ -193,7 +233,9 @@ class DHRAG(Closeable):
         if selection is not None:
             with self._pending_lock:
                 per = self._pending.setdefault(selection.session_id, OrderedDict())
-                per.setdefault(selection.query, selection)
+                if selection.query not in per:
+                    per[selection.query] = selection
+                    self._pending_count += 1
 
     # -- before the LLM ---------------------------------------------------------------------
 
@@ -495,7 +537,8 @@ class DHRAG(Closeable):
                 f"selection was made for the query {selection.query!r}, not {query!r}: "
                 "pass the selection of this query, or its passages as passages="
             )
-        taken = self._take_pending(session_id, query)
+        taken = self._take_pending(session_id, query,
+                                   warn=selection is None and passages is None)
         selection = selection if selection is not None else taken
         # a selection made with a k above max_passages stores its best max_passages
         shown: Sequence[Passage | str] = (
@@ -566,7 +609,7 @@ class DHRAG(Closeable):
         """Forget one session's history (and its pending selection)."""
         self.history.delete_session(session_id)
         with self._pending_lock:
-            self._pending.pop(session_id, None)
+            self._pending_count -= len(self._pending.pop(session_id, {}))
 
 
 def _shown(history: Sequence[SelectedTurn]) -> list[SelectedTurn]:
