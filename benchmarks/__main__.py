@@ -28,14 +28,14 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-import benchmarks.dhrag_systems
-from benchmarks.convert_mtrag import MANIFEST_FILE, convert
-from benchmarks.crossval import SPLITS
-from benchmarks.data import KB_FILE, TASKS_FILE
-from benchmarks.embedders import EMBEDDERS
-from benchmarks.interleave import write_interleaved
-from benchmarks.paths import SEED_FILE, default_cache, default_data
-from benchmarks.replay import ANSWERS
+import benchmarks.harness.dhrag_systems
+from benchmarks.harness.convert_mtrag import MANIFEST_FILE, convert
+from benchmarks.harness.crossval import SPLITS
+from benchmarks.harness.data import KB_FILE, TASKS_FILE
+from benchmarks.harness.embedders import EMBEDDERS
+from benchmarks.harness.interleave import write_interleaved
+from benchmarks.harness.paths import SEED_FILE, default_cache, default_data
+from benchmarks.harness.replay import ANSWERS
 
 MTRAG_FILES = ("conversations.jsonl", "tasks.jsonl", "corpus_pool.jsonl", "retrieval_tasks")
 DATA_HELP = ("MTRAG is IBM's mt-rag-benchmark (github.com/IBM/mt-rag-benchmark, Apache-2.0); "
@@ -136,6 +136,11 @@ def _parser() -> argparse.ArgumentParser:
     return parser
 
 
+MOVED = {f"benchmarks.{name}": f"benchmarks.harness.{name}"
+         for name in ("adapter_systems", "dhrag_systems", "systems")}
+"""Plug-in modules that reports written before benchmarks/ was sorted by kind name."""
+
+
 def rerun_argv(report: Path) -> list[str]:
     """The ``run`` arguments that make ``report`` again: its stored config (plug-in modules
     too, for reports written since they are recorded), written to the same folder under the
@@ -151,7 +156,7 @@ def rerun_argv(report: Path) -> list[str]:
             "--k", str(c["k"]), "--baseline", c["baseline"], "--embedder", c["embedder"],
             "--split", c["split"], "--answers", c["answers"], "--no-progress"]
     for module in meta.get("imports", []):
-        argv += ["--import", module]
+        argv += ["--import", MOVED.get(module, module)]
     if c.get("cache_dir", "~/.cache/dhrag") != "~/.cache/dhrag":
         argv += ["--cache", c["cache_dir"]]
     if c["bench_dir"] != "~/.cache/dhrag/benchmarks/mtrag":
@@ -215,7 +220,8 @@ def _ensure_converted(data: Path, bench: Path, explicit: bool, data_given: bool 
         return
     if explicit:
         raise DataMissingError(f"{bench} has no {KB_FILE} and {TASKS_FILE} (the neutral format "
-                               "of benchmarks/data.py; see docs/layout.md 'Benchmark data')")
+                               "of benchmarks/harness/data.py; see docs/layout.md "
+                               "'Benchmark data')")
     _require_data(data)
     logging.getLogger(__name__).info("converting %s -> %s", data, bench)
     convert(data, bench)
@@ -240,8 +246,8 @@ def _seed(arg: str | None, data: Path | None) -> Path | None:
 
 
 def _run(args: argparse.Namespace) -> int:
-    from benchmarks.report import markdown, summarise, write_report
-    from benchmarks.runner import QUICK_SYSTEMS, RunConfig, run_benchmark
+    from benchmarks.harness.report import markdown, summarise, write_report
+    from benchmarks.harness.runner import QUICK_SYSTEMS, RunConfig, run_benchmark
 
     data, cache, bench = _paths(args)
     kb_file = None
@@ -254,7 +260,7 @@ def _run(args: argparse.Namespace) -> int:
     else:
         _ensure_converted(data, bench, explicit=args.bench is not None,
                           data_given=args.data is not None)
-    for name, why in benchmarks.dhrag_systems.SKIPPED.items():
+    for name, why in benchmarks.harness.dhrag_systems.SKIPPED.items():
         print(f"{name}: skipped, {why}", file=sys.stderr)
     if args.systems:
         systems = tuple(s.strip() for s in args.systems.split(",") if s.strip())
@@ -312,7 +318,7 @@ def _rerun(args: argparse.Namespace) -> int:
 
 
 def _list() -> int:
-    from benchmarks.systems import REGISTRY
+    from benchmarks.harness.systems import REGISTRY
 
     for spec in REGISTRY.values():
         ref = " [reference]" if spec.reference else ""
@@ -346,7 +352,7 @@ def _main(args: argparse.Namespace) -> int:
     if args.command == "rerun":
         return _rerun(args)
     if args.command == "topics":
-        from benchmarks.topic_selection import main_args
+        from benchmarks.harness.topic_selection import main_args
 
         args.argv = list(sys.argv[2:])
         main_args(args)

@@ -8,11 +8,11 @@ from importlib import resources
 
 import pytest
 
-import benchmarks.adapter_systems  # registers lc-*, li-*
-import benchmarks.dhrag_systems  # noqa: F401  (registers dhrag)
-from benchmarks.data import Message, Task, build_conversations
-from benchmarks.replay import replay
-from benchmarks.systems import BenchContext, build_systems
+import benchmarks.harness.adapter_systems  # registers lc-*, li-*
+import benchmarks.harness.dhrag_systems  # noqa: F401  (registers dhrag)
+from benchmarks.harness.data import Message, Task, build_conversations
+from benchmarks.harness.replay import replay
+from benchmarks.harness.systems import BenchContext, build_systems
 from dhrag_core import FaissKnowledgeBase, HashingEmbedder, Passage
 from dhrag_core.app.demo import DEMO_TURNS
 

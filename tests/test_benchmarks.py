@@ -12,8 +12,8 @@ import numpy as np
 import pytest
 
 from benchmarks.__main__ import main as cli_main
-from benchmarks.convert_mtrag import convert
-from benchmarks.data import (
+from benchmarks.harness.convert_mtrag import convert
+from benchmarks.harness.data import (
     Benchmark,
     Message,
     Task,
@@ -23,9 +23,9 @@ from benchmarks.data import (
     write_kb,
     write_tasks,
 )
-from benchmarks.interleave import interleave_benchmark
-from benchmarks.kbcache import kb_vectors, text_sha1
-from benchmarks.metrics import (
+from benchmarks.harness.interleave import interleave_benchmark
+from benchmarks.harness.kbcache import kb_vectors, text_sha1
+from benchmarks.harness.metrics import (
     TaskScore,
     depth_bucket,
     mean_scores,
@@ -36,12 +36,12 @@ from benchmarks.metrics import (
     score_task,
     split_scores,
 )
-from benchmarks.paths import default_data
-from benchmarks.replay import System, history_coverage, replay, score_runs
-from benchmarks.report import markdown, summarise, write_report
-from benchmarks.runner import RunConfig, run_benchmark
-from benchmarks.sparse import BM25Index
-from benchmarks.systems import (
+from benchmarks.harness.paths import default_data
+from benchmarks.harness.replay import System, history_coverage, replay, score_runs
+from benchmarks.harness.report import markdown, summarise, write_report
+from benchmarks.harness.runner import RunConfig, run_benchmark
+from benchmarks.harness.sparse import BM25Index
+from benchmarks.harness.systems import (
     REGISTRY,
     BenchContext,
     Memory,
@@ -559,13 +559,17 @@ def test_rerun_refuses_what_run_did_not_write(tmp_path: Path) -> None:
 def test_rerun_passes_a_plug_in_to_each_run(capsys: pytest.CaptureFixture[str]) -> None:
     report = Path(__file__).parents[1] / "docs/results/adapters/benchmark.json"
     assert cli_main(["rerun", "--dry-run", "--jobs", "2", "--import",
-                     "benchmarks.adapter_systems", str(report)]) == 0
+                     "benchmarks.harness.adapter_systems", str(report)]) == 0
     printed = capsys.readouterr().out
-    assert "--import benchmarks.adapter_systems" in printed and "lc-vector" in printed
+    assert "--import benchmarks.harness.adapter_systems" in printed and "lc-vector" in printed
+    # the report names the plug-in by its path before benchmarks/ was sorted by kind
+    assert "benchmarks.adapter_systems" in report.read_text()
+    assert cli_main(["rerun", "--dry-run", str(report)]) == 0
+    assert printed.count("--import") == capsys.readouterr().out.count("--import") == 1
 
 
 def test_scaling_plot_is_written(tmp_path: Path) -> None:
-    from benchmarks.report import plot_scaling
+    from benchmarks.harness.report import plot_scaling
 
     rows = [{"triples": n, "turn_p50_ms": 0.1 * n ** 0.3, "turn_p95_ms": 0.2 * n ** 0.3,
              "naive_turn_p50_ms": 0.001 * n} for n in (100, 1000, 10000)]
@@ -622,7 +626,7 @@ def test_naive_baseline_evicts_the_lowest_weight_in_place(
 
 
 def test_report_paths_are_portable(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    from benchmarks.report import portable_path
+    from benchmarks.harness.report import portable_path
 
     home = tmp_path / "home"
     work = home / "work" / "repo"
@@ -712,7 +716,7 @@ def test_interleave_command_writes_a_benchmark(tmp_path: Path) -> None:
 
 
 def test_thread_oracle_keeps_one_session_per_thread() -> None:
-    from benchmarks.dhrag_systems import ThreadOracleSystem
+    from benchmarks.harness.dhrag_systems import ThreadOracleSystem
 
     tasks = interleave_benchmark(build_conversations(_tasks("c1") + _tasks("c2")), threads=2,
                                  block=(1, 1), seed=0)
@@ -733,7 +737,7 @@ def test_thread_oracle_keeps_one_session_per_thread() -> None:
 
 
 def test_cross_validation_scores_each_fold_with_the_setting_best_elsewhere() -> None:
-    from benchmarks.crossval import cross_validate, fold_of
+    from benchmarks.harness.crossval import cross_validate, fold_of
 
     # folds 0 and 1 are scored with b (best on the other two folds), fold 2 with a: 0.5, 0.5, 0
     # -- below both settings' own means, as choosing on other data is
@@ -762,7 +766,7 @@ def test_the_clarity_gated_baseline_searches_a_clear_question_as_is() -> None:
 
 def test_a_lexical_baseline_reranks_its_candidates_with_dhrags_lexical_term(
         lexical_kb: tuple[FaissKnowledgeBase, str]) -> None:
-    from benchmarks.systems import DenseSystem, embedded, last_n_text
+    from benchmarks.harness.systems import DenseSystem, embedded, last_n_text
 
     kb, question = lexical_kb
     build = embedded(last_n_text(0, False))
@@ -897,7 +901,7 @@ MTRAG_IDS = {
 
 
 def test_task_fold_leaves_one_domain_out_or_splits_by_conversation() -> None:
-    from benchmarks.crossval import fold_of, task_fold
+    from benchmarks.harness.crossval import fold_of, task_fold
 
     conversation = "dd6b6ffd177f2b311abe676261279d2f"
     plain = TaskScore(f"{conversation}<::>2", 2, {"MRR@10": 1.0}, {"domain": "clapnq"})
@@ -914,8 +918,9 @@ def test_task_fold_leaves_one_domain_out_or_splits_by_conversation() -> None:
 def test_a_conversation_and_its_interleaved_copies_are_one_cluster_and_one_fold() -> None:
     """MTRAG's ids join conversation and turn with ``<::>``: the key is the conversation id
     itself, the ``thread`` its interleaved copies carry (not ``id<``, as ``split("::")`` had)."""
-    from benchmarks import report, text_path, tune_dhrag
-    from benchmarks.crossval import conversation_of, fold_of, task_fold
+    from benchmarks.harness import report
+    from benchmarks.harness.crossval import conversation_of, fold_of, task_fold
+    from benchmarks.studies import text_path, tune_dhrag
 
     assert report.conversation_of is conversation_of  # one function for every caller
     assert tune_dhrag.conversation_of is conversation_of
@@ -978,7 +983,7 @@ def test_interleaving_says_whether_a_question_names_its_thread() -> None:
 
 
 def test_report_splits_return_turns_by_naming() -> None:
-    from benchmarks.report import _naming, _subsets
+    from benchmarks.harness.report import _naming, _subsets
 
     def score(kind: str, named: str | None) -> TaskScore:
         tags = {"kind": kind} | ({"names_thread": named} if named else {})
@@ -994,7 +999,7 @@ def test_report_splits_return_turns_by_naming() -> None:
 
 
 def test_the_length_prior_ranks_by_length_alone() -> None:
-    from benchmarks.systems import REGISTRY, length_prior
+    from benchmarks.harness.systems import REGISTRY, length_prior
 
     prior = length_prior(["one two", "one two three four", "a b c d e f g h"])
     assert prior.tolist() == pytest.approx([-1.0, 0.0, 1.0])
@@ -1014,7 +1019,7 @@ def test_the_length_prior_ranks_by_length_alone() -> None:
 
 
 def test_shift_moves_every_cosine_and_keeps_every_ranking() -> None:
-    from benchmarks.embedders import ShiftedEmbedder, shift
+    from benchmarks.harness.embedders import ShiftedEmbedder, shift
 
     emb = HashingEmbedder()
     texts = ["guinea pig hay", "the great wall", "guinea pigs eat hay daily"]
@@ -1031,7 +1036,7 @@ def test_shift_moves_every_cosine_and_keeps_every_ranking() -> None:
 def test_mpnet_says_how_to_install_it(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     import importlib.util
 
-    from benchmarks import embedders
+    from benchmarks.harness import embedders
 
     monkeypatch.delenv("DHRAG_MPNET", raising=False)
     monkeypatch.setattr(importlib.util, "find_spec", lambda name: None)
@@ -1063,8 +1068,8 @@ def test_thread_tracking_summary() -> None:
 def test_the_tune_and_report_halves_split_conversations_by_domain() -> None:
     from dataclasses import replace as with_
 
-    from benchmarks.crossval import half_of, split_benchmark
-    from benchmarks.data import Benchmark, build_conversations
+    from benchmarks.harness.crossval import half_of, split_benchmark
+    from benchmarks.harness.data import Benchmark, build_conversations
 
     tasks = []
     for d, domain in enumerate(("geo", "law", "tech")):
@@ -1108,8 +1113,8 @@ def test_replay_can_record_the_top_passages_first_sentence_instead_of_the_datas_
 def test_data_stats_count_gold_length_and_gold_shared_with_the_previous_turn() -> None:
     from dataclasses import replace as with_
 
-    from benchmarks.data import Benchmark
-    from benchmarks.data_stats import stats
+    from benchmarks.harness.data import Benchmark
+    from benchmarks.studies.data_stats import stats
 
     tasks = _tasks("c1")
     tasks[2] = with_(tasks[2], relevant=("gold-c1-2",))  # turn 3 reuses turn 2's gold

@@ -16,7 +16,7 @@ from typing import Any
 import numpy as np
 import pytest
 
-from benchmarks.embedders import ShiftedEmbedder, shift
+from benchmarks.harness.embedders import ShiftedEmbedder, shift
 from dhrag_core import (
     DHRAG,
     Calibration,

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from benchmarks.__main__ import main as bench_main
-from benchmarks.rewriters import main as rewriters_main
+from benchmarks.studies.rewriters import main as rewriters_main
 
 
 @pytest.mark.parametrize("command", ["run", "convert", "interleave"])

@@ -11,9 +11,17 @@ from pathlib import Path
 
 import pytest
 
-from benchmarks.data import KB_FILE, TASKS_FILE, Message, Task, load_kb, write_kb, write_tasks
-from benchmarks.kbcache import cache_file, kb_fingerprint
-from benchmarks.paths import default_cache
+from benchmarks.harness.data import (
+    KB_FILE,
+    TASKS_FILE,
+    Message,
+    Task,
+    load_kb,
+    write_kb,
+    write_tasks,
+)
+from benchmarks.harness.kbcache import cache_file, kb_fingerprint
+from benchmarks.harness.paths import default_cache
 from benchmarks.perf.load import (
     MODEL,
     LoadRow,
@@ -59,7 +67,7 @@ def _workload(tmp: Path) -> Workload:
 
 @pytest.fixture(scope="module")
 def runs(postgres_dsn: str, tmp_path_factory: pytest.TempPathFactory) -> list[LoadRow]:
-    from benchmarks.data import load_benchmark
+    from benchmarks.harness.data import load_benchmark
 
     workload = _workload(tmp_path_factory.mktemp("load"))
     bench = load_benchmark(workload.bench_dir)

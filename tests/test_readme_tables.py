@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from benchmarks import readme_tables
-from benchmarks.paths import REPO_ROOT
+from benchmarks.harness.paths import REPO_ROOT
+from benchmarks.tools import readme_tables
 
 
 @pytest.mark.parametrize("page", readme_tables.pages(),
@@ -16,7 +16,7 @@ from benchmarks.paths import REPO_ROOT
 def test_every_table_on_a_page_matches_its_run(page: Path) -> None:
     for name, (held, fresh) in readme_tables.render(page.read_text("utf-8")).items():
         assert held == fresh, (f"{page.name}: table {name!r} differs from its JSON: run "
-                               "python -m benchmarks.readme_tables --write")
+                               "python -m benchmarks.tools.readme_tables --write")
 
 
 def test_every_table_is_shown_somewhere_and_the_headline_in_the_readme() -> None:

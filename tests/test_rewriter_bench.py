@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from benchmarks.rewriters import (
+from benchmarks.studies.rewriters import (
     DEFAULT_DATA,
     Example,
     added_overlap,

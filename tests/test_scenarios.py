@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from benchmarks.data import load_tasks
-from benchmarks.paths import default_cache, default_data
+from benchmarks.harness.data import load_tasks
+from benchmarks.harness.paths import default_cache, default_data
 
 SCENARIOS = Path(__file__).resolve().parents[1] / "benchmarks" / "scenarios"
 PATTERNS = ("cue-switch", "named-return", "unnamed-return", "comparison", "drill-down",
@@ -57,7 +57,7 @@ def test_every_gold_passage_is_in_the_knowledge_base(tmp_path: Path) -> None:
     if ids is None:
         if not (default_data() / "conversations.jsonl").is_file():
             pytest.skip("the MTRAG data is not here (../shared/data/mtrag)")
-        from benchmarks.convert_mtrag import convert
+        from benchmarks.harness.convert_mtrag import convert
 
         convert(default_data(), tmp_path)
         with (tmp_path / "kb.jsonl").open(encoding="utf-8") as f:
@@ -69,7 +69,7 @@ def test_every_gold_passage_is_in_the_knowledge_base(tmp_path: Path) -> None:
 
 def test_the_thread_oracle_reads_the_topics() -> None:
     """A session per topic of a conversation; a comparison stays with the turn before it."""
-    from benchmarks.runner import true_threads
+    from benchmarks.harness.runner import true_threads
 
     tasks = load_tasks(SCENARIOS / "tasks.jsonl")
     threads = true_threads(tasks)

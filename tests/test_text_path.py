@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from benchmarks.data import Benchmark, Conversation, ConversationTurn, Message, Task
-from benchmarks.text_path import TextOnlyKB, markdown, run_text_path
+from benchmarks.harness.data import Benchmark, Conversation, ConversationTurn, Message, Task
+from benchmarks.studies.text_path import TextOnlyKB, markdown, run_text_path
 from dhrag_core import DHRAG, FaissKnowledgeBase, HashingEmbedder, Passage
 
 PASSAGES = [

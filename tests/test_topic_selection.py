@@ -1,4 +1,4 @@
-"""The history-selection benchmark on topic labels (``benchmarks.topic_selection``), on a
+"""The history-selection benchmark on topic labels (``benchmarks.harness.topic_selection``), on a
 small file in TopiOCQA's format written here (the real data stays in ../shared/data)."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from benchmarks.topic_selection import (
+from benchmarks.harness.topic_selection import (
     judge,
     kind_of,
     load_topiocqa,

@@ -1,6 +1,6 @@
 """Analyses of the engine: one-off questions about DH-RAG, answered on MTRAG and the scenarios.
 
-Not systems of the harness: each replays the real engine (``benchmarks.dhrag_systems``) and
+Not systems of the harness: each replays the real engine (``benchmarks.harness.dhrag_systems``) and
 plugs into the core's policies or reads it through its public views, never patching it (a test
 checks). Their runs and findings are in docs/interleaved_analysis.md and docs/mtrag_results.md.
 

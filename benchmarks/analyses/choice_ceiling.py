@@ -41,16 +41,16 @@ from typing import Any
 
 import numpy as np
 
-from benchmarks.crossval import fold_of
-from benchmarks.data import build_conversations
-from benchmarks.dhrag_systems import DHRAGSystem
-from benchmarks.interleave import interleave_benchmark
-from benchmarks.metrics import TaskScore, reciprocal_rank
-from benchmarks.mtrag_kb import load_with_kb
-from benchmarks.paths import default_cache
-from benchmarks.replay import replay, score_runs
-from benchmarks.sparse import tokenize
-from benchmarks.systems import BenchContext
+from benchmarks.harness.crossval import fold_of
+from benchmarks.harness.data import build_conversations
+from benchmarks.harness.dhrag_systems import DHRAGSystem
+from benchmarks.harness.interleave import interleave_benchmark
+from benchmarks.harness.metrics import TaskScore, reciprocal_rank
+from benchmarks.harness.mtrag_kb import load_with_kb
+from benchmarks.harness.paths import default_cache
+from benchmarks.harness.replay import replay, score_runs
+from benchmarks.harness.sparse import tokenize
+from benchmarks.harness.systems import BenchContext
 from dhrag_core import DHRAG, FaissKnowledgeBase, HistoryDatabase, SessionView, Settings
 from dhrag_core.algorithm import scoring
 from dhrag_core.algorithm.hierarchy import topic_vector

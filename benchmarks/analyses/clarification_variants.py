@@ -13,7 +13,7 @@ their topic vectors and in the context -- or how the question's words are read
 
 from __future__ import annotations
 
-from benchmarks.dhrag_systems import register_variants
+from benchmarks.harness.dhrag_systems import register_variants
 
 __all__ = ["VARIANTS"]
 

@@ -19,13 +19,13 @@ from typing import Any
 
 import numpy as np
 
-from benchmarks.data import Benchmark, build_conversations
-from benchmarks.dhrag_systems import DHRAGSystem, ThreadOracleSystem
-from benchmarks.interleave import interleave_benchmark
-from benchmarks.mtrag_kb import load_with_kb
-from benchmarks.paths import default_cache
-from benchmarks.replay import replay, score_runs
-from benchmarks.systems import REGISTRY, BenchContext
+from benchmarks.harness.data import Benchmark, build_conversations
+from benchmarks.harness.dhrag_systems import DHRAGSystem, ThreadOracleSystem
+from benchmarks.harness.interleave import interleave_benchmark
+from benchmarks.harness.mtrag_kb import load_with_kb
+from benchmarks.harness.paths import default_cache
+from benchmarks.harness.replay import replay, score_runs
+from benchmarks.harness.systems import REGISTRY, BenchContext
 from dhrag_core import Settings
 
 __all__ = ["main"]

@@ -18,11 +18,11 @@ import logging
 import faiss
 import numpy as np
 
-from benchmarks.data import load_benchmark
-from benchmarks.dhrag_systems import memo_for
-from benchmarks.kbcache import kb_vectors
-from benchmarks.metrics import reciprocal_rank
-from benchmarks.paths import default_cache, default_data
+from benchmarks.harness.data import load_benchmark
+from benchmarks.harness.dhrag_systems import memo_for
+from benchmarks.harness.kbcache import kb_vectors
+from benchmarks.harness.metrics import reciprocal_rank
+from benchmarks.harness.paths import default_cache, default_data
 from dhrag_core import DHRAG, FaissKnowledgeBase, MiniLMEmbedder, Settings
 
 
@@ -77,7 +77,7 @@ def main() -> None:
             base.append(reciprocal_rank([r[3][i] for i in ident], r[4], 10))
             fitted.append(reciprocal_rank([r[3][i] for i in learned], r[4], 10))
     b, f = np.array(base), np.array(fitted)
-    from benchmarks.metrics import paired_randomisation_test
+    from benchmarks.harness.metrics import paired_randomisation_test
 
     p = paired_randomisation_test(f, b)
     print(f"turns {len(b)}: MRR@10 identity W {b.mean():.4f}, fitted diagonal W {f.mean():.4f} "

@@ -2,7 +2,7 @@
 
     python -m benchmarks.analyses.fit_thread_decision [--split tune] [--out FILE]
 
-TopiOCQA's tuning half (even conversation numbers; ``benchmarks.topic_selection``): at every
+TopiOCQA's tuning half (even conversation numbers; ``benchmarks.harness.topic_selection``): at every
 judged turn, the features of ``topic_shift.shift_features`` over the earlier answered turns,
 their threads being the data's topic labels, and the label "the latest answered turn has this
 turn's topic". A logistic regression (scikit-learn, a benchmark dependency only) gives the
@@ -27,8 +27,8 @@ from typing import Any
 
 import numpy as np
 
-from benchmarks.paths import default_cache
-from benchmarks.topic_selection import (
+from benchmarks.harness.paths import default_cache
+from benchmarks.harness.topic_selection import (
     all_texts,
     encode_cached,
     kind_of,

@@ -21,11 +21,11 @@ from pathlib import Path
 import faiss
 import numpy as np
 
-from benchmarks.data import build_conversations, load_benchmark
-from benchmarks.dhrag_systems import memo_for
-from benchmarks.interleave import interleave_benchmark
-from benchmarks.kbcache import kb_vectors
-from benchmarks.paths import default_cache, default_data
+from benchmarks.harness.data import build_conversations, load_benchmark
+from benchmarks.harness.dhrag_systems import memo_for
+from benchmarks.harness.interleave import interleave_benchmark
+from benchmarks.harness.kbcache import kb_vectors
+from benchmarks.harness.paths import default_cache, default_data
 from dhrag_core import MiniLMEmbedder
 from dhrag_core.embedding import l2_normalise
 

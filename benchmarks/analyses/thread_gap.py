@@ -25,13 +25,13 @@ from typing import Any
 
 import numpy as np
 
-from benchmarks.data import build_conversations
-from benchmarks.dhrag_systems import DHRAGSystem
-from benchmarks.interleave import interleave_benchmark
-from benchmarks.metrics import reciprocal_rank
-from benchmarks.mtrag_kb import load_with_kb
-from benchmarks.paths import default_cache
-from benchmarks.systems import BenchContext
+from benchmarks.harness.data import build_conversations
+from benchmarks.harness.dhrag_systems import DHRAGSystem
+from benchmarks.harness.interleave import interleave_benchmark
+from benchmarks.harness.metrics import reciprocal_rank
+from benchmarks.harness.mtrag_kb import load_with_kb
+from benchmarks.harness.paths import default_cache
+from benchmarks.harness.systems import BenchContext
 from dhrag_core import DHRAG, NEW_CHAIN, Settings
 from dhrag_core.history.policy import Link, SessionView, ThreadPolicy
 from dhrag_core.records import Selection, Turn, Vector

@@ -39,17 +39,17 @@ from typing import Any
 import numpy as np
 
 from benchmarks.analyses.thread_gap import _replay, _Truth
-from benchmarks.data import (
+from benchmarks.harness.data import (
     Conversation,
     build_conversations,
     load_benchmark,
     numbered_jsonl,
     write_jsonl,
 )
-from benchmarks.interleave import interleave_benchmark
-from benchmarks.mtrag_kb import load_with_kb
-from benchmarks.paths import default_cache
-from benchmarks.systems import BenchContext
+from benchmarks.harness.interleave import interleave_benchmark
+from benchmarks.harness.mtrag_kb import load_with_kb
+from benchmarks.harness.paths import default_cache
+from benchmarks.harness.systems import BenchContext
 from dhrag_core import SessionView, Settings
 from dhrag_core.history.selection import hedged_threads
 from dhrag_core.records import Vector

@@ -26,8 +26,8 @@ from typing import Any
 import faiss
 import numpy as np
 
-from benchmarks.crossval import parse_value
-from benchmarks.data import (
+from benchmarks.harness.crossval import parse_value
+from benchmarks.harness.data import (
     Benchmark,
     Conversation,
     Task,
@@ -35,12 +35,12 @@ from benchmarks.data import (
     load_benchmark,
     load_tasks,
 )
-from benchmarks.dhrag_systems import DHRAGSystem, memo_for
-from benchmarks.interleave import interleave_benchmark
-from benchmarks.kbcache import kb_vectors
-from benchmarks.metrics import score_task
-from benchmarks.paths import default_cache, default_data
-from benchmarks.systems import BenchContext
+from benchmarks.harness.dhrag_systems import DHRAGSystem, memo_for
+from benchmarks.harness.interleave import interleave_benchmark
+from benchmarks.harness.kbcache import kb_vectors
+from benchmarks.harness.metrics import score_task
+from benchmarks.harness.paths import default_cache, default_data
+from benchmarks.harness.systems import BenchContext
 from dhrag_core import FaissKnowledgeBase, MiniLMEmbedder, Settings
 from dhrag_core.embedding import Embedder
 

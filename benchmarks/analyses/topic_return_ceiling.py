@@ -2,7 +2,7 @@
 
     python -m benchmarks.analyses.topic_return_ceiling [--split tune|report] [--out FILE]
 
-TopiOCQA (``benchmarks.topic_selection``), every judged turn with an earlier answered turn,
+TopiOCQA (``benchmarks.harness.topic_selection``), every judged turn with an earlier answered turn,
 the earlier turns' threads being the data's topic labels (perfect thread tracking of the
 history, as ``fit_thread_decision`` sees it). P@1 on same-topic and return turns of:
 

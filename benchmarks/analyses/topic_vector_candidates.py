@@ -13,7 +13,7 @@ docs/calibration.md). The scenario run checks them on hand-written topic switche
 
 from __future__ import annotations
 
-from benchmarks.dhrag_systems import register_variants
+from benchmarks.harness.dhrag_systems import register_variants
 
 __all__ = ["CANDIDATES"]
 

@@ -12,7 +12,7 @@ demo's first two questions). Cases:
 - ``measured``: the same, the calibration measured in the process (551 probe texts), as every
   process did before it was shipped;
 - ``other, first run`` / ``other, cached``: another embedder (the default model with its
-  cosines shifted, ``benchmarks.embedders.ShiftedEmbedder``, under a model name of its own):
+  cosines shifted, ``benchmarks.harness.embedders.ShiftedEmbedder``, under a model name of its own):
   measured and kept on disk by the first process, read back by the next.
 
 Figures are medians over ``--rounds`` processes; the load average is read at the start and
@@ -39,7 +39,7 @@ _SHIFT = 0.5
 def one_process(case: str) -> dict[str, float]:
     """The timings of one fresh process (run in a child by ``main``)."""
     t0 = time.perf_counter()
-    from benchmarks.embedders import ShiftedEmbedder, shift
+    from benchmarks.harness.embedders import ShiftedEmbedder, shift
     from dhrag_core import DHRAG, FaissKnowledgeBase, calibrate
     from dhrag_core.app.demo import DEMO_TURNS, load_demo_kb
     from dhrag_core.embedding import default_embedder

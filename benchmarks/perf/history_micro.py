@@ -33,7 +33,7 @@ from typing import Any
 
 import numpy as np
 
-from benchmarks.rss import peak_rss_mib
+from benchmarks.harness.rss import peak_rss_mib
 
 DIM = 384
 PASSAGES_PER_TURN = 3
@@ -128,8 +128,8 @@ def _naive(n: int, turns: int, rng: np.random.Generator, centres: np.ndarray) ->
 def _load_model(embedder: str = "torch") -> float:
     """Load the real MiniLM (what a deployment has in memory) and encode once; RSS MiB after.
     ``embedder``: ``torch`` (``MiniLMEmbedder``) or ``numpy`` (``NumpyMiniLMEmbedder``)."""
+    from benchmarks.harness.rss import current_rss_mib
     from benchmarks.perf.numpy_embedder import make_embedder
-    from benchmarks.rss import current_rss_mib
 
     make_embedder(embedder).encode(["load the model"])
     return current_rss_mib() or 0.0
@@ -349,7 +349,7 @@ def main(argv: list[str] | None = None) -> None:
     if args.plot:
         from pathlib import Path
 
-        from benchmarks.report import plot_scaling
+        from benchmarks.harness.report import plot_scaling
 
         memory = [r for r in rows if r.get("backend", "memory") == "memory"]
         print(f"plot: {plot_scaling(memory, Path(args.plot))}")

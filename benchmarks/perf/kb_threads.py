@@ -20,9 +20,9 @@ from typing import Any
 
 import numpy as np
 
-from benchmarks.data import load_benchmark
-from benchmarks.kbcache import kb_vectors
-from benchmarks.paths import default_cache, default_data
+from benchmarks.harness.data import load_benchmark
+from benchmarks.harness.kbcache import kb_vectors
+from benchmarks.harness.paths import default_cache, default_data
 from dhrag_core import DHRAG, FaissKnowledgeBase, MiniLMEmbedder
 
 SETTINGS = {"one thread": 1, "FAISS default": None}

@@ -38,8 +38,8 @@ from typing import Any
 
 import numpy as np
 
-from benchmarks.data import Conversation, load_benchmark
-from benchmarks.paths import SEED_FILE, default_cache, default_data
+from benchmarks.harness.data import Conversation, load_benchmark
+from benchmarks.harness.paths import SEED_FILE, default_cache, default_data
 
 __all__ = [
     "LoadRow",
@@ -156,7 +156,7 @@ def _engine(spec: WorkerSpec) -> Any:
 
     torch.set_num_threads(1)
     faiss.omp_set_num_threads(1)
-    from benchmarks.kbcache import kb_vectors
+    from benchmarks.harness.kbcache import kb_vectors
     from dhrag_core import DHRAG, FaissKnowledgeBase, MiniLMEmbedder, PostgresStore, Settings
 
     kb = load_benchmark(spec.bench_dir).kb
@@ -473,7 +473,7 @@ def run_load(
 def prepare_kb_vectors(workload: Workload, kb: Sequence[Any]) -> None:
     """Make sure the KB vectors are cached before the workers start (else each would embed
     the passages, and they would race on writing the cache)."""
-    from benchmarks.kbcache import kb_vectors
+    from benchmarks.harness.kbcache import kb_vectors
     from dhrag_core import MiniLMEmbedder
 
     kb_vectors(kb, MiniLMEmbedder(), MODEL, cache_dir=workload.cache_dir,

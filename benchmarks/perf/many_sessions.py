@@ -25,7 +25,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from benchmarks.rss import current_rss_mib, peak_rss_mib
+from benchmarks.harness.rss import current_rss_mib, peak_rss_mib
 from dhrag_core import HashingEmbedder, HistoryDatabase, MiniLMEmbedder, Settings
 from dhrag_core.embedding import Embedder
 

@@ -117,7 +117,7 @@ def main(argv: list[str] | None = None) -> None:
     if args.memory:
         print(json.dumps(memory(args.memory)))
         return
-    from benchmarks.paths import default_data
+    from benchmarks.harness.paths import default_data
 
     mem: dict[str, float] = {}
     for kind in KINDS:

@@ -23,7 +23,7 @@ from typing import Any
 
 import numpy as np
 
-from benchmarks.rss import current_rss_mib
+from benchmarks.harness.rss import current_rss_mib
 
 DIM = 384
 PASSAGES_PER_TURN = 3

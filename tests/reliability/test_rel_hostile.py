@@ -1,6 +1,6 @@
 """Hostile input through every public door (core, LangChain, LlamaIndex, ``dhrag chat``).
 
-The cases live in ``benchmarks/hostile_table.py`` (door x input, run for real); each must be
+The cases live in ``benchmarks/tools/hostile_table.py`` (door x input, run for real); each must be
 rejected with a ``TypeError``/``ValueError`` that says what to fix, or handled as ordinary
 text, and nothing already stored may change. ``DHRAG_WRITE_TABLE=1`` also rewrites
 ``docs/reliability_inputs.md`` from this run.
@@ -15,7 +15,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from benchmarks.hostile_table import INJECTION, INPUTS, Outcome, markdown, run_all
+from benchmarks.tools.hostile_table import INJECTION, INPUTS, Outcome, markdown, run_all
 from dhrag_core import (
     DHRAG,
     FaissKnowledgeBase,

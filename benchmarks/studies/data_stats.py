@@ -1,6 +1,6 @@
 """What makes MTRAG easier than a deployment: figures for the README's data paragraph.
 
-    python -m benchmarks.data_stats [--json docs/results/data_stats.json]
+    python -m benchmarks.studies.data_stats [--json docs/results/data_stats.json]
 
 Gold passages against the rest of the knowledge base (length in words), whether the knowledge
 base holds every gold passage, and how often a turn's gold passage was already a gold passage
@@ -16,8 +16,8 @@ from typing import Any
 
 import numpy as np
 
-from benchmarks.data import Benchmark, load_benchmark
-from benchmarks.paths import default_cache
+from benchmarks.harness.data import Benchmark, load_benchmark
+from benchmarks.harness.paths import default_cache
 
 
 def stats(bench: Benchmark) -> dict[str, Any]:

@@ -18,8 +18,8 @@ from typing import Any
 
 import numpy as np
 
-from benchmarks.crossval import conversation_of
-from benchmarks.metrics import (
+from benchmarks.harness.crossval import conversation_of
+from benchmarks.harness.metrics import (
     DEPTH_BUCKETS,
     METRICS,
     TaskScore,
@@ -28,7 +28,7 @@ from benchmarks.metrics import (
     paired_randomisation_test,
     split_scores,
 )
-from benchmarks.runner import RunResult, SystemRun
+from benchmarks.harness.runner import RunResult, SystemRun
 
 __all__ = [
     "conversation_of", "family", "latency_ms", "markdown", "plot_depth", "plot_scaling",
@@ -281,7 +281,7 @@ def markdown(summary: Mapping[str, Any]) -> str:
         "# Conversational retrieval benchmark",
         "",
         f"Data: `{cfg['bench_dir']}`{' (quick subset)' if cfg['quick'] else ''}"
-        + (f", the {cfg['split']} half of the conversations (benchmarks.crossval.half_of)"
+        + (f", the {cfg['split']} half of the conversations (benchmarks.harness.crossval.half_of)"
            if cfg.get("split", "all") != "all" else "")
         + (", each turn recording as its answer the first sentence of the passage the system "
            "ranked first (not the dataset's answer)"

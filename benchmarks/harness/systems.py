@@ -21,8 +21,8 @@ from functools import cached_property
 
 import numpy as np
 
-from benchmarks.replay import System
-from benchmarks.sparse import BM25Index
+from benchmarks.harness.replay import System
+from benchmarks.harness.sparse import BM25Index
 from dhrag_core import (
     Calibration,
     Embedder,
@@ -54,6 +54,7 @@ __all__ = [
     "join_last_n",
     "last_n_text",
     "reference_text",
+    "register_answer_interpolations",
     "register_system",
     "resolve_names",
     "text_builder",
@@ -394,6 +395,37 @@ def _answer_aware(name: str, build: VectorBuilder, gate: bool = False,
     return factory
 
 
+def register_answer_interpolations(
+    grid: tuple[Sequence[float], Sequence[float], Sequence[float]],
+) -> list[str]:
+    """Register the answer-aware interpolations ``interp-qa-P-F-A`` of ``grid`` (weights of
+    the previous question, the first question and the previous answer), each also with dhrag's
+    clarity gate (``-gated``) and lexical term (``-lex``); names already registered are kept.
+    Returns the names added."""
+    lexical = Settings().lexical_weight
+    gates = [False] + ([True] if Settings().clarity_threshold is not None else [])
+    added = []
+    for w_prev in grid[0]:
+        for w_first in grid[1]:
+            for w_ans in grid[2]:
+                base = f"interp-qa-{w_prev:g}-{w_first:g}-{w_ans:g}"
+                for gate in gates:
+                    for lex in [False] + ([True] if lexical else []):
+                        name = base + ("-gated" if gate else "") + ("-lex" if lex else "")
+                        if name in REGISTRY:
+                            continue
+                        register_system(
+                            name, _answer_aware(name, answer_interpolation(w_prev, w_first, w_ans),
+                                                gate=gate, lexical=lex),
+                            description=f"question + {w_prev:g} x previous + {w_first:g} x first "
+                                        f"+ {w_ans:g} x previous answer"
+                                        + (", a question clear on its own searched as is "
+                                           "(dhrag's clarity gate)" if gate else "")
+                                        + (", re-ranked with dhrag's lexical term" if lex else ""))
+                        added.append(name)
+    return added
+
+
 def _register_baselines() -> None:
     def dense(name: str, build: VectorBuilder) -> SystemFactory:
         return lambda ctx: DenseSystem(name, ctx.kb, build)
@@ -430,22 +462,7 @@ def _register_baselines() -> None:
             name = f"interp-{w_prev:g}-{w_first:g}"
             register_system(name, dense(name, interpolation(w_prev, w_first)),
                             description=f"question + {w_prev:g} x previous + {w_first:g} x first")
-    gates = [False] + ([True] if Settings().clarity_threshold is not None else [])
-    for w_prev in ANSWER_GRID[0]:
-        for w_first in ANSWER_GRID[1]:
-            for w_ans in ANSWER_GRID[2]:
-                base = f"interp-qa-{w_prev:g}-{w_first:g}-{w_ans:g}"
-                for gate in gates:
-                    for lex in [False] + ([True] if lexical else []):
-                        name = base + ("-gated" if gate else "") + ("-lex" if lex else "")
-                        register_system(
-                            name, _answer_aware(name, answer_interpolation(w_prev, w_first, w_ans),
-                                                gate=gate, lexical=lex),
-                            description=f"question + {w_prev:g} x previous + {w_first:g} x first "
-                                        f"+ {w_ans:g} x previous answer"
-                                        + (", a question clear on its own searched as is "
-                                           "(dhrag's clarity gate)" if gate else "")
-                                        + (", re-ranked with dhrag's lexical term" if lex else ""))
+    register_answer_interpolations(ANSWER_GRID)
     register_system(
         "rewrite-ref",
         lambda ctx: DenseSystem("rewrite-ref", ctx.kb, embedded(reference_text(ctx.references)),

@@ -1,7 +1,7 @@
 """MTRAG retrieval through the text path: DH-RAG over a knowledge base searched by text only.
 
-    python -m benchmarks.text_path [--bench DIR] [--cache DIR] [--seed NPZ] [--out results/]
-    python -m benchmarks.text_path --cv [--folds 5]   # text-path defaults by cross-validation
+    python -m benchmarks.studies.text_path [--bench DIR] [--cache DIR] [--seed NPZ] [--out DIR]
+    python -m benchmarks.studies.text_path --cv [--folds 5]  # text-path defaults, cross-validated
 
 Plain retrievers (the LangChain / LlamaIndex path) have ``search(text, k)`` and nothing else, so
 the engine searches them with the rewritten question: the rewriter's text is what is retrieved
@@ -13,8 +13,8 @@ the expanded vector of the raw query, or of the rewrite with ``rewrite_vector``)
 last turn searched by text (no rewriting) as the floor. ``--cv`` replays the text path over a
 grid of ``text_k`` x ``rewrite_vector`` and prints the best setting's MRR@10 (tuned on all
 conversations) beside the 5-fold cross-validated one (folds by conversation). Data and
-protocol as ``python -m benchmarks run`` (``benchmarks/runner.py``): MTRAG dev, 777 evaluated
-tasks, the 36,639-passage KB.
+protocol as ``python -m benchmarks run`` (``benchmarks/harness/runner.py``): MTRAG dev, 777
+evaluated tasks, the 36,639-passage KB.
 """
 
 from __future__ import annotations
@@ -31,20 +31,20 @@ from typing import Any, cast
 
 import numpy as np
 
-from benchmarks.crossval import conversation_of, cross_validate, fold_of
-from benchmarks.data import Benchmark, load_benchmark
-from benchmarks.dhrag_systems import DHRAGSystem, MemoEmbedder
-from benchmarks.kbcache import kb_vectors
-from benchmarks.metrics import mean_scores
-from benchmarks.replay import replay, score_runs
-from benchmarks.systems import BenchContext
+from benchmarks.harness.crossval import conversation_of, cross_validate, fold_of
+from benchmarks.harness.data import Benchmark, load_benchmark
+from benchmarks.harness.dhrag_systems import DHRAGSystem, MemoEmbedder
+from benchmarks.harness.kbcache import kb_vectors
+from benchmarks.harness.metrics import mean_scores
+from benchmarks.harness.replay import replay, score_runs
+from benchmarks.harness.systems import BenchContext
 from dhrag_core import Embedder, FaissKnowledgeBase, LightRewriter, MiniLMEmbedder, Passage
 from dhrag_core.algorithm.rewriting import QueryRewriter
 from dhrag_core.settings import Settings
 
 __all__ = ["CV_GRID", "TextOnlyKB", "cross_validate_text", "main", "run_text_path"]
 
-REPO_ROOT = Path(__file__).resolve().parents[1]
+REPO_ROOT = Path(__file__).resolve().parents[2]
 DEFAULT_SEED = REPO_ROOT.parent / "shared" / "data" / "mtrag" / "kb_minilm.npz"
 
 
@@ -152,7 +152,7 @@ def markdown(runs: Sequence[PathRun]) -> str:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m benchmarks.text_path", description=__doc__,
+    ap = argparse.ArgumentParser(prog="python -m benchmarks.studies.text_path", description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
     cache = Path.home() / ".cache" / "dhrag"
     ap.add_argument("--cache", type=Path, default=cache, help="cache root (KB embeddings)")

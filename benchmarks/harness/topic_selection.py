@@ -40,9 +40,9 @@ from typing import Any
 
 import numpy as np
 
-from benchmarks.dhrag_systems import MemoEmbedder
-from benchmarks.metrics import paired_randomisation_test
-from benchmarks.paths import REPO_ROOT, default_cache
+from benchmarks.harness.dhrag_systems import MemoEmbedder
+from benchmarks.harness.metrics import paired_randomisation_test
+from benchmarks.harness.paths import REPO_ROOT, default_cache
 from dhrag_core import HistoryDatabase, Settings
 from dhrag_core.embedding import Embedder, opening_words
 
@@ -269,7 +269,7 @@ def all_texts(conversations: Sequence[TopicConversation], settings: Settings) ->
 
 def main_args(args: Any) -> dict[str, Any]:
     """``python -m benchmarks topics``: replay, print and write the summary."""
-    from benchmarks.crossval import parse_value
+    from benchmarks.harness.crossval import parse_value
     from dhrag_core import MiniLMEmbedder
 
     changes = {k: parse_value(v) for k, v in (kv.split("=", 1) for kv in args.set)}

@@ -12,7 +12,7 @@ from dataclasses import fields
 
 import numpy as np
 
-from benchmarks.systems import BenchContext, register_system
+from benchmarks.harness.systems import BenchContext, register_system
 from dhrag_core import (
     DHRAG,
     ChainPolicy,

@@ -1,4 +1,5 @@
-"""Convert the MTRAG data (``shared/data/mtrag``) to the neutral format of ``benchmarks.data``.
+"""Convert the MTRAG data (``shared/data/mtrag``) to the neutral format of
+``benchmarks.harness.data``.
 
 The knowledge base is ``corpus_pool.jsonl`` plus every passage in any ``contexts`` of
 ``conversations.jsonl`` and ``tasks.jsonl``; where a passage appears in contexts, the contexts'
@@ -22,7 +23,15 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from benchmarks.data import KB_FILE, TASKS_FILE, Message, Task, read_jsonl, write_kb, write_tasks
+from benchmarks.harness.data import (
+    KB_FILE,
+    TASKS_FILE,
+    Message,
+    Task,
+    read_jsonl,
+    write_kb,
+    write_tasks,
+)
 from dhrag_core import Passage
 
 __all__ = ["ConversionSummary", "convert", "mtrag_kb", "mtrag_tasks", "read_qrels", "read_rewrites"]

@@ -1,6 +1,6 @@
 """Query rewriters scored on CANARD dev against the human standalone rewrites.
 
-    python -m benchmarks.rewriters [--data PATH] [--limit N] [--out results/]
+    python -m benchmarks.studies.rewriters [--data PATH] [--limit N] [--out results/]
 
 Each CANARD question comes with its dialogue so far (article title, section title, then
 alternating questions and answers). The history is given to a rewriter the way DH-RAG gives it:
@@ -45,7 +45,7 @@ from dhrag_core.embedding import tokens
 from dhrag_core.records import SelectedTurn, Turn
 from dhrag_core.settings import Settings
 
-REPO_ROOT = Path(__file__).resolve().parents[1]
+REPO_ROOT = Path(__file__).resolve().parents[2]
 DEFAULT_DATA = REPO_ROOT.parent / "shared" / "data" / "canard" / "dev.json"
 _DIM = 8
 _ZERO = np.zeros(_DIM, dtype=np.float32)
@@ -342,7 +342,7 @@ def default_rewriters(llm: bool = True) -> dict[str, QueryRewriter | None]:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m benchmarks.rewriters", description=__doc__,
+    ap = argparse.ArgumentParser(prog="python -m benchmarks.studies.rewriters", description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--data", type=Path, default=DEFAULT_DATA, help="CANARD split (dev.json)")
     ap.add_argument("--limit", type=int, default=None, help="first N questions only")
@@ -352,7 +352,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         examples = load_canard(args.data, args.limit)
     except FileNotFoundError as exc:
-        print(f"python -m benchmarks.rewriters: error: {exc}", file=sys.stderr)
+        print(f"python -m benchmarks.studies.rewriters: error: {exc}", file=sys.stderr)
         return 2
     rewriters = default_rewriters(llm=not args.no_llm)
     results = evaluate(examples, rewriters)

@@ -9,9 +9,9 @@ from collections.abc import Mapping, Sequence
 
 import numpy as np
 
-from benchmarks.convert_mtrag import TURN_SEPARATOR
-from benchmarks.data import Benchmark, build_conversations
-from benchmarks.metrics import TaskScore
+from benchmarks.harness.convert_mtrag import TURN_SEPARATOR
+from benchmarks.harness.data import Benchmark, build_conversations
+from benchmarks.harness.metrics import TaskScore
 
 __all__ = ["SPLITS", "conversation_of", "cross_validate", "fold_of", "half_of", "parse_value",
            "split_benchmark", "task_fold"]

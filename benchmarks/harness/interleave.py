@@ -28,7 +28,7 @@ import random
 from collections.abc import Sequence
 from pathlib import Path
 
-from benchmarks.data import (
+from benchmarks.harness.data import (
     KB_FILE,
     TASKS_FILE,
     Conversation,

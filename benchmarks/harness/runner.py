@@ -18,15 +18,21 @@ from pathlib import Path
 import faiss
 import numpy as np
 
-from benchmarks.crossval import split_benchmark
-from benchmarks.data import Benchmark, Conversation, Task, build_conversations, load_benchmark
-from benchmarks.embedders import ShiftedEmbedder, bench_embedder, shift
-from benchmarks.interleave import interleave_benchmark
-from benchmarks.kbcache import kb_vectors
-from benchmarks.metrics import TaskScore
-from benchmarks.replay import TurnRun, history_coverage, replay, score_runs
-from benchmarks.rss import current_rss_mib, peak_rss_mib
-from benchmarks.systems import REGISTRY, BenchContext, build_systems, resolve_names
+from benchmarks.harness.crossval import split_benchmark
+from benchmarks.harness.data import (
+    Benchmark,
+    Conversation,
+    Task,
+    build_conversations,
+    load_benchmark,
+)
+from benchmarks.harness.embedders import ShiftedEmbedder, bench_embedder, shift
+from benchmarks.harness.interleave import interleave_benchmark
+from benchmarks.harness.kbcache import kb_vectors
+from benchmarks.harness.metrics import TaskScore
+from benchmarks.harness.replay import TurnRun, history_coverage, replay, score_runs
+from benchmarks.harness.rss import current_rss_mib, peak_rss_mib
+from benchmarks.harness.systems import REGISTRY, BenchContext, build_systems, resolve_names
 from dhrag_core import Embedder, FaissKnowledgeBase
 
 __all__ = [
@@ -66,19 +72,19 @@ class RunConfig:
         quick_negatives: Random extra KB passages in the quick subset.
         model_name: Names the embedder in the cache key (set from ``embedder`` when the run
             builds its own).
-        embedder: The benchmark's embedder by name (``benchmarks.embedders.EMBEDDERS``).
+        embedder: The benchmark's embedder by name (``benchmarks.harness.embedders.EMBEDDERS``).
         shift: Cosines moved to ``shift + (1 - shift) * cos`` (``ShiftedEmbedder``); 0: none.
         query_threads: Torch and FAISS threads while replaying: one query at a time gains
             little from more, and on a shared 2-core machine 2 threads give 0.5 s stalls.
         show_progress: Show progress bars.
         interleave: If > 0, replay sessions of this many conversations interleaved in blocks
-            (``benchmarks.interleave``), one set of sessions per seed of ``seeds``, pooled.
+            (``benchmarks.harness.interleave``), one set of sessions per seed of ``seeds``, pooled.
         seeds: Interleaving seeds.
         block: Turns of one conversation before a switch (min, max).
         split: ``tune`` / ``report``: replay one fixed half of the conversations
-            (``benchmarks.crossval.half_of``: defaults are chosen on ``tune``); ``all``.
+            (``benchmarks.harness.crossval.half_of``: defaults are chosen on ``tune``); ``all``.
         answers: The answers systems record: the dataset's, or the first sentence of the
-            passage each system ranked first (``benchmarks.replay.ANSWERS``).
+            passage each system ranked first (``benchmarks.harness.replay.ANSWERS``).
     """
 
     bench_dir: Path

@@ -11,7 +11,7 @@ that only take text). Qdrant's local mode scans every vector exactly, in numpy; 
 ``InMemoryVectorStore`` does too but converts its stored lists on every search, about ten times
 slower over 36.6k passages (``LangChainSystem`` still takes ``store="memory"``).
 
-    python -m benchmarks run --import benchmarks.adapter_systems --systems dhrag,lc-*,li-*
+    python -m benchmarks run --import benchmarks.harness.adapter_systems --systems dhrag,lc-*,li-*
 """
 
 from __future__ import annotations
@@ -20,8 +20,8 @@ import warnings
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any, Literal
 
-from benchmarks.dhrag_systems import MemoEmbedder
-from benchmarks.systems import BenchContext, SystemFactory, register_system
+from benchmarks.harness.dhrag_systems import MemoEmbedder
+from benchmarks.harness.systems import BenchContext, SystemFactory, register_system
 from dhrag_core import Passage, Settings
 
 if TYPE_CHECKING:

@@ -4,8 +4,8 @@ Each table sits between ``<!-- table:NAME -->`` and ``<!-- /table:NAME -->`` in 
 a page under docs/; ``tests/test_readme_tables.py`` renders every one from its JSON and
 compares, so a stale figure fails.
 
-    python -m benchmarks.readme_tables            # print every table
-    python -m benchmarks.readme_tables --write    # rewrite them where they are
+    python -m benchmarks.tools.readme_tables            # print every table
+    python -m benchmarks.tools.readme_tables --write    # rewrite them where they are
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from benchmarks.paths import REPO_ROOT
+from benchmarks.harness.paths import REPO_ROOT
 
 __all__ = ["TABLES", "pages", "render", "rewrite"]
 
@@ -332,7 +332,7 @@ def interleaved_kinds() -> str:
 
 def naming() -> str:
     """Return turns of the whole-set interleaved runs split by whether the question names its
-    thread (``names_thread`` of ``benchmarks.interleave``)."""
+    thread (``names_thread`` of ``benchmarks.harness.interleave``)."""
     runs = [(title + ":", _load(whole)) for title, _, whole in CONFIGS[1:3] if whole is not None]
     columns = (("named", "MRR@10", "return (named)"),
                ("dhrag vs it (p)", "delta:MRR@10", "return (named)"),
@@ -459,7 +459,7 @@ REWRITER_ROWS = (("raw question", "question (raw)"),
 
 
 def rewriters() -> str:
-    """The rewriters on CANARD dev against the human rewrites (``benchmarks.rewriters``)."""
+    """The rewriters on CANARD dev against the human rewrites (``benchmarks.studies.rewriters``)."""
     run = _load(REWRITERS)["results"]
     lines = ["| rewriter | BLEU-4 | ROUGE-L F1 | added P | added R | added F1 | changed "
              "| queries/s |", "|---|---|---|---|---|---|---|---|"]
@@ -541,7 +541,7 @@ ADAPTER_ROWS = (("the question alone", "last-turn"),
 
 def adapters() -> str:
     """The core against the same engine through each adapter's vector and text paths
-    (``--import benchmarks.adapter_systems``)."""
+    (``--import benchmarks.harness.adapter_systems``)."""
     return _table([("plain MTRAG", _load(ADAPTERS))], ADAPTER_ROWS, returns=False)
 
 

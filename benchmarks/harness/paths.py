@@ -7,7 +7,7 @@ from pathlib import Path
 
 __all__ = ["REPO_ROOT", "SEED_FILE", "default_cache", "default_data"]
 
-REPO_ROOT = Path(__file__).resolve().parents[1]
+REPO_ROOT = Path(__file__).resolve().parents[2]
 SEED_FILE = "kb_minilm.npz"
 """MiniLM vectors of the MTRAG knowledge base shipped with the data (seeds the cache)."""
 

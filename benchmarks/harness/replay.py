@@ -23,8 +23,8 @@ from typing import Protocol, runtime_checkable
 
 from tqdm.auto import tqdm
 
-from benchmarks.data import Conversation, Task
-from benchmarks.metrics import TaskScore, score_task
+from benchmarks.harness.data import Conversation, Task
+from benchmarks.harness.metrics import TaskScore, score_task
 from dhrag_core import Passage
 
 __all__ = ["ANSWERS", "System", "TurnRun", "first_sentence", "history_coverage", "replay",

@@ -6,10 +6,10 @@ from pathlib import Path
 
 import faiss
 
-from benchmarks.data import Benchmark, load_benchmark
-from benchmarks.dhrag_systems import MemoEmbedder, memo_for
-from benchmarks.kbcache import kb_vectors
-from benchmarks.paths import default_cache, default_data
+from benchmarks.harness.data import Benchmark, load_benchmark
+from benchmarks.harness.dhrag_systems import MemoEmbedder, memo_for
+from benchmarks.harness.kbcache import kb_vectors
+from benchmarks.harness.paths import default_cache, default_data
 from dhrag_core import FaissKnowledgeBase, MiniLMEmbedder
 
 __all__ = ["load_with_kb"]

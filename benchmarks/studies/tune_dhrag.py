@@ -1,7 +1,7 @@
 """Choose DH-RAG defaults by cross-validation by conversation, on plain and interleaved sessions.
 
-    python -m benchmarks.tune_dhrag --grid thread_switch=none,0.2 thread_recency=0.05,0.1
-    python -m benchmarks.tune_dhrag --text --grid text_k=none,100   # the text path
+    python -m benchmarks.studies.tune_dhrag --grid thread_switch=none,0.2 thread_recency=0.05,0.1
+    python -m benchmarks.studies.tune_dhrag --text --grid text_k=none,100   # the text path
 
 Every setting of the grid replays the plain benchmark and its interleaved sessions (3 threads,
 seeds 0-2; 10 threads, seeds 0-2). Per-task MRR@10 are pooled; folds split the *original*
@@ -29,7 +29,7 @@ from typing import cast
 import faiss
 import numpy as np
 
-from benchmarks.crossval import (
+from benchmarks.harness.crossval import (
     SPLITS,
     conversation_of,
     cross_validate,
@@ -37,15 +37,15 @@ from benchmarks.crossval import (
     split_benchmark,
     task_fold,
 )
-from benchmarks.data import Benchmark, load_benchmark
-from benchmarks.dhrag_systems import DHRAGSystem, memo_for
-from benchmarks.embedders import EMBEDDERS, ShiftedEmbedder, bench_embedder, shift
-from benchmarks.interleave import interleave_benchmark
-from benchmarks.kbcache import kb_vectors
-from benchmarks.metrics import TaskScore, paired_randomisation_test
-from benchmarks.paths import default_cache, default_data
-from benchmarks.replay import replay, score_runs
-from benchmarks.systems import BenchContext
+from benchmarks.harness.data import Benchmark, load_benchmark
+from benchmarks.harness.dhrag_systems import DHRAGSystem, memo_for
+from benchmarks.harness.embedders import EMBEDDERS, ShiftedEmbedder, bench_embedder, shift
+from benchmarks.harness.interleave import interleave_benchmark
+from benchmarks.harness.kbcache import kb_vectors
+from benchmarks.harness.metrics import TaskScore, paired_randomisation_test
+from benchmarks.harness.paths import default_cache, default_data
+from benchmarks.harness.replay import replay, score_runs
+from benchmarks.harness.systems import BenchContext
 from dhrag_core import FaissKnowledgeBase, Settings
 
 __all__ = ["interleaved_sets"]
@@ -58,7 +58,7 @@ SETS = (("plain", 0, 0), ("3 threads", 3, 0), ("3 threads", 3, 1), ("3 threads",
 def interleaved_sets(bench: Benchmark, block: tuple[int, int] = (2, 4)) -> list[
         tuple[str, Benchmark]]:
     """The plain benchmark and its interleaved copies named in ``SETS``."""
-    from benchmarks.data import build_conversations
+    from benchmarks.harness.data import build_conversations
 
     out = []
     for label, threads, seed in SETS:
@@ -88,7 +88,7 @@ def main() -> None:
                     help="KB vectors to seed the cache from (default: MiniLM's in the data)")
     ap.add_argument("--shift", type=float, default=0.0, metavar="A",
                     help="an embedder whose cosines are A + (1 - A) * MiniLM's "
-                         "(benchmarks.embedders.ShiftedEmbedder); 0: MiniLM itself")
+                         "(benchmarks.harness.embedders.ShiftedEmbedder); 0: MiniLM itself")
     ap.add_argument("--split", choices=SPLITS, default="all",
                     help="tune on one fixed half of the conversations ('tune': how defaults "
                          "are chosen; the README reports on 'report'); default all")
@@ -109,7 +109,7 @@ def main() -> None:
         emb, vectors = ShiftedEmbedder(emb, args.shift), shift(vectors, args.shift)
     kb = FaissKnowledgeBase(bench.kb, memo_for(emb), vectors=vectors)
     if args.text:
-        from benchmarks.text_path import TextOnlyKB
+        from benchmarks.studies.text_path import TextOnlyKB
 
         kb = cast(FaissKnowledgeBase, TextOnlyKB(kb, memo_for(emb)))
     ctx = BenchContext(kb=kb, embedder=memo_for(emb))
