@@ -126,9 +126,12 @@ def _parser() -> argparse.ArgumentParser:
     topics.add_argument("-v", "--verbose", action="store_true", help="debug logging")
     topics.set_defaults(imports=[])
     rerun = sub.add_parser(
-        "rerun", help="run again what wrote each report JSON (its stored config), in place")
+        "rerun", help="run again what made each result file, in place: a report of `run` from "
+                      "its stored config, any other file from its folder's manifest.json")
     _common(rerun)
-    rerun.add_argument("reports", nargs="+", type=Path, help="report JSON files of `run`")
+    rerun.add_argument("reports", nargs="+", type=Path,
+                       help="result files, or folders of docs/results (every run of their "
+                            "manifests)")
     rerun.add_argument("--dry-run", action="store_true", help="print the commands only")
     rerun.add_argument("--jobs", type=int, default=1,
                        help="runs at once, each in a process of its own (default 1: one after "
@@ -145,8 +148,12 @@ def rerun_argv(report: Path) -> list[str]:
     """The ``run`` arguments that make ``report`` again: its stored config (plug-in modules
     too, for reports written since they are recorded), written to the same folder under the
     same name. ValueError when the file is not a report of ``run`` under its own name."""
-    meta = json.loads(report.read_text(encoding="utf-8")).get("meta", {})
-    c = meta.get("config")
+    try:
+        doc = json.loads(report.read_text(encoding="utf-8"))
+    except ValueError:
+        raise ValueError(f"{report} is not JSON: not a report of `run`") from None
+    meta = doc.get("meta", {}) if isinstance(doc, dict) else {}
+    c = meta.get("config") if isinstance(meta, dict) else None
     if not isinstance(c, dict) or "systems" not in c:
         raise ValueError(f"{report} holds no run config (meta.config): not a report of `run`")
     # reports older than a field were made with its default
@@ -284,37 +291,88 @@ def _run(args: argparse.Namespace) -> int:
     return 0
 
 
+def rerun_commands(path: Path) -> list[list[str]]:
+    """What makes ``path`` again, as argv lists run from the repository root: a report of
+    ``run`` from its stored config (``["python", "-m", "benchmarks", "run", ...]``), any other
+    file from the manifest that lists it, a folder as every run of the manifests under it.
+    ValueError when nothing says how ``path`` was made."""
+    from benchmarks.tools.results_index import find_run, runs
+
+    if path.is_dir():
+        found = runs(path)
+        if not found:
+            raise ValueError(f"{path} holds no manifest.json")
+        return [argv for run in found for argv in _commands_of(run.folder / run.files[0],
+                                                                run.commands)]
+    try:
+        return [["python", "-m", "benchmarks", *rerun_argv(path)]]
+    except ValueError as exc:
+        run = find_run(path)
+        if run is None:
+            raise ValueError(f"{exc}; no manifest.json beside it lists it") from None
+        return [shlex.split(c) for c in run.commands]
+
+
+def _commands_of(first: Path, commands: Sequence[str]) -> list[list[str]]:
+    try:
+        return [["python", "-m", "benchmarks", *rerun_argv(first)]]
+    except (OSError, ValueError):
+        return [shlex.split(c) for c in commands]
+
+
 def _rerun(args: argparse.Namespace) -> int:
-    """Each report's ``run`` again (``--dry-run``: the commands only); one after another, or
+    """Each result's command again (``--dry-run``: the commands only); one after another, or
     ``--jobs`` at once in processes of their own. The exit status is the first failure's."""
     if args.jobs < 1:
         print("python -m benchmarks rerun: error: --jobs must be at least 1", file=sys.stderr)
         return 2
     try:
-        commands = [rerun_argv(report) for report in args.reports]  # all checked first
+        commands = []
+        for report in args.reports:  # all checked first
+            for argv in rerun_commands(report):
+                if argv not in commands:
+                    commands.append(argv)
     except (OSError, ValueError) as exc:
         print(f"python -m benchmarks rerun: error: {exc}", file=sys.stderr)
         return 2
     for argv in commands:
-        argv += [a for m in args.imports if m not in argv for a in ("--import", m)]
-        print("python -m benchmarks " + shlex.join(argv), flush=True)
+        if argv[:3] == ["python", "-m", "benchmarks"]:
+            argv += [a for m in args.imports if m not in argv for a in ("--import", m)]
+        print(shlex.join(argv), flush=True)
     if args.dry_run:
         return 0
     if args.jobs == 1:
         for argv in commands:
-            status = _main(_parser().parse_args(argv))
+            if argv[:3] == ["python", "-m", "benchmarks"]:
+                status = _main(_parser().parse_args(argv[3:]))
+            else:
+                status = _subprocess(argv)
             if status:
                 return status
         return 0
-    import subprocess
     from concurrent.futures import ThreadPoolExecutor
 
-    def one(argv: list[str]) -> int:
-        return subprocess.run([sys.executable, "-m", "benchmarks", *argv], check=False).returncode
-
     with ThreadPoolExecutor(args.jobs) as pool:
-        statuses = list(pool.map(one, commands))
+        statuses = list(pool.map(_subprocess, commands))
     return next((s for s in statuses if s), 0)
+
+
+def _subprocess(argv: list[str]) -> int:
+    """``argv`` (``VAR=value`` words first, then ``python ...``) run in a process of its own
+    from the repository root, with this interpreter."""
+    import os
+    import subprocess
+
+    from benchmarks.harness.paths import REPO_ROOT
+
+    env = dict(os.environ)
+    while argv and "=" in argv[0] and not argv[0].startswith("-"):
+        name, _, value = argv[0].partition("=")
+        env[name] = value
+        argv = argv[1:]
+    if argv and argv[0] == "python":
+        argv = [sys.executable, *argv[1:]]
+    return subprocess.run(argv, cwd=REPO_ROOT, env=env, check=False).returncode
 
 
 def _list() -> int:

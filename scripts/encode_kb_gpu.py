@@ -1,9 +1,9 @@
 """Encode the benchmark's knowledge base with a sentence-transformers model on a GPU machine.
 
-How the all-mpnet-base-v2 vectors behind ``docs/calibration.md`` were made (2026-11-27, one
-H200, 67 s): the machine has no network, so the model and the knowledge base travel with the
-call, at most ~60 MB a call. Here: save the model's weights as float16 (floating tensors only;
-cosine .9999995 with the float32 model), split the file into chunks under 57 MB, gzip
+How the all-mpnet-base-v2 vectors behind ``docs/results/calibration/README.md`` were made
+(2026-11-27, one H200, 67 s): the machine has no network, so the model and the knowledge base travel
+with the call, at most ~60 MB a call. Here: save the model's weights as float16 (floating tensors
+only; cosine .9999995 with the float32 model), split the file into chunks under 57 MB, gzip
 ``kb.jsonl``; send the config files, ``kb.jsonl.gz`` and one chunk per call into one folder
 (``--parts``) on the warm machine, then run this script there with ``OUT`` set::
 

@@ -2,7 +2,7 @@
 
 Not systems of the harness: each replays the real engine (``benchmarks.harness.dhrag_systems``) and
 plugs into the core's policies or reads it through its public views, never patching it (a test
-checks). Their runs and findings are in docs/interleaved_analysis.md and docs/mtrag_results.md.
+checks). Their runs and findings are in docs/results/threads/README.md and docs/mtrag_results.md.
 
 - ``thread_choice``: how often content alone guesses a turn's true thread, and what the wrong
   guesses cost (``python -m benchmarks.analyses.thread_choice [--out F.json]``).

@@ -8,7 +8,7 @@
 A plug-in, not a default: each variant changes one part that a clarification ("Pollution",
 "what? you said it is free") may be misled by -- the passages shown with the earlier turns, in
 their topic vectors and in the context -- or how the question's words are read
-(docs/calibration.md).
+(docs/results/calibration/README.md).
 """
 
 from __future__ import annotations

@@ -8,7 +8,7 @@
 A plug-in, not a default: each candidate changes the topic vector (the question and answer,
 without the passages shown: ``topic_passage_weight=0``) and how far the query moves toward it,
 chosen on the tuning half with all-mpnet-base-v2 (``tune_dhrag --split tune --embedder mpnet``;
-docs/calibration.md). The scenario run checks them on hand-written topic switches.
+docs/results/calibration/README.md). The scenario run checks them on hand-written topic switches.
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """Speed, memory and load: the history work, the knowledge base and workers under load.
 
 Each runs alone (``python -m benchmarks.perf.NAME --help``); their runs are in
-docs/performance.md, docs/history_performance.md, docs/workers.md and docs/reliability.md.
+docs/performance.md, docs/results/perf/README.md, docs/workers.md and docs/reliability.md.
 A throw-away PostgreSQL server for them and the tests is ``benchmarks.pg_server``.
 
 - ``history_micro``: the history work alone (``select`` + ``add``) per turn and peak RSS at

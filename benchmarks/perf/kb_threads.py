@@ -8,7 +8,8 @@ both settings, alternating per conversation (ABBA) so that load hits both alike,
 the knowledge-base search and whole-turn (``select`` + ``record``) latency, p50/p95, the
 ratio, and whether every turn retrieved the same passages in the same order under both.
 
-    python -m benchmarks.perf.kb_threads [--conversations 60] [--json docs/results/kb_threads.json]
+    python -m benchmarks.perf.kb_threads [--conversations 60] \
+        [--json docs/results/perf/kb_threads.json]
 """
 
 from __future__ import annotations

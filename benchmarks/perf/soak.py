@@ -165,8 +165,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--every", type=int, default=None,
                     help="sample every N turns (default: turns / 10)")
     ap.add_argument("--store", default="memory", help="memory or sqlite:///PATH.db")
-    ap.add_argument("--json", default="docs/soak.json", help="'' to skip")
-    ap.add_argument("--png", default="docs/soak.png", help="'' to skip")
+    ap.add_argument("--json", default="docs/results/perf/soak.json", help="'' to skip")
+    ap.add_argument("--png", default="docs/results/perf/soak.png", help="'' to skip")
     args = ap.parse_args(argv)
     every = args.every or max(args.turns // 10, 1)
     result = run(args.turns, args.capacity, every, args.store)

@@ -1,6 +1,6 @@
 """What makes MTRAG easier than a deployment: figures for the README's data paragraph.
 
-    python -m benchmarks.studies.data_stats [--json docs/results/data_stats.json]
+    python -m benchmarks.studies.data_stats [--json docs/results/data_stats/data_stats.json]
 
 Gold passages against the rest of the knowledge base (length in words), whether the knowledge
 base holds every gold passage, and how often a turn's gold passage was already a gold passage

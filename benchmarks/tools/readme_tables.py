@@ -24,14 +24,15 @@ __all__ = ["TABLES", "pages", "render", "rewrite"]
 
 DOCS = REPO_ROOT / "docs"
 REPORT = DOCS / "results" / "report"
+WHOLE = DOCS / "results" / "whole_set"
 
 #: (column title, run JSON of the report half, run JSON of the whole set or None)
 CONFIGS: tuple[tuple[str, Path, Path | None], ...] = (
-    ("plain", REPORT / "benchmark_report.json", DOCS / "benchmark.json"),
+    ("plain", REPORT / "benchmark_report.json", WHOLE / "benchmark.json"),
     ("3 threads", REPORT / "benchmark_interleaved_3_report.json",
-     DOCS / "benchmark_interleaved_3.json"),
+     WHOLE / "benchmark_interleaved_3.json"),
     ("10 threads", REPORT / "benchmark_interleaved_10_report.json",
-     DOCS / "benchmark_interleaved_10.json"),
+     WHOLE / "benchmark_interleaved_10.json"),
     ("5 threads, blocks of 5-8 turns",
      REPORT / "blocks_5_8" / "benchmark_interleaved_5_report.json", None),
 )
@@ -318,7 +319,7 @@ def plain_systems() -> str:
                ("R@10", "R@10", "all"), ("MRR@10, turn 5+", "MRR@10", "5+"),
                ("dhrag vs it: dMRR@10 (p)", "delta:MRR@10", "all"),
                ("dnDCG@10 (p)", "delta:nDCG@10", "all"))
-    return _grid([("", _load(DOCS / "benchmark.json"))], columns, PLAIN_ROWS)
+    return _grid([("", _load(WHOLE / "benchmark.json"))], columns, PLAIN_ROWS)
 
 
 def interleaved_kinds() -> str:
@@ -346,7 +347,7 @@ def naming() -> str:
     return _grid(runs, columns, NAMING_ROWS) + "\n\nReturn turns: " + "; ".join(sizes) + "."
 
 
-SCENARIOS = DOCS / "scenarios" / "benchmark.json"
+SCENARIOS = DOCS / "results" / "scenarios" / "benchmark.json"
 
 
 def at_a_glance() -> str:
@@ -359,7 +360,7 @@ def at_a_glance() -> str:
         cells = [_part(s, k) for k in kinds]
         return " / ".join(f"{float(c['MRR@10']):.3f}".lstrip("0") if c else "-" for c in cells)
 
-    sets = [("plain MTRAG (one conversation a session)", _load(DOCS / "benchmark.json"), ["all"])]
+    sets = [("plain MTRAG (one conversation a session)", _load(WHOLE / "benchmark.json"), ["all"])]
     for _, _, whole in CONFIGS[1:3]:
         if whole is not None:
             n = _load(whole)["meta"]["config"]["interleave"]
@@ -425,8 +426,8 @@ def mpnet() -> str:
     return _table([(title, _load(path)) for title, path in MPNET_RUNS], MPNET_ROWS)
 
 
-HISTORY_VARIED = DOCS / "results" / "history_micro_varied.json"
-HISTORY_SESSIONS = DOCS / "results" / "history_micro_varied_10k_sessions.json"
+HISTORY_VARIED = DOCS / "results" / "perf" / "history_micro_varied.json"
+HISTORY_SESSIONS = DOCS / "results" / "perf" / "history_micro_varied_10k_sessions.json"
 
 
 def history_varied() -> str:
