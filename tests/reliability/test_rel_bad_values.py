@@ -1,7 +1,7 @@
-"""Round three of the outside attack (issue 41), as a user meets each finding: a damaged
-knowledge-base vector, a context larger than a turn can store, a timestamp no date can be made
-of, session ids that forge or hide lines, and an embedder returning the wrong thing. Each test
-failed before its fix."""
+"""Bad values from every side, as a user meets them (found by the outside attack of issue 41): a
+damaged knowledge-base vector, a context larger than a turn can store, a timestamp no date can
+be made of, session ids that forge or hide lines, and an embedder returning the wrong thing.
+Each test failed before its fix."""
 
 from __future__ import annotations
 

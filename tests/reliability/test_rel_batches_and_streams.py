@@ -1,5 +1,5 @@
-"""Round four of the outside attack (issue 55), as a user meets each finding. Each test failed
-before its fix.
+"""Batches and streams (found by the outside attack of issue 55), as a user meets them. Each
+test failed before its fix.
 
 Items 2 and 3: ``with_dhrag_memory`` stores every turn of a large ``abatch`` of one session
 with its passages (the pending-selection limit never drops passages silently), and the answer
