@@ -9,10 +9,13 @@ from __future__ import annotations
 import asyncio
 import os
 import threading
+import time
 import weakref
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from contextlib import contextmanager
+from contextvars import ContextVar
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar, runtime_checkable
+from urllib.parse import parse_qsl, urlsplit, urlunsplit
 
 from dhrag_core.redact import install_log_redaction, redact_url, scrub_credentials, url_secrets
 
@@ -142,6 +145,96 @@ def _check_messages(messages: Any) -> list[Message]:
     return messages
 
 
+_DEADLINE: ContextVar[float | None] = ContextVar("dhrag_llm_deadline", default=None)
+"""When the answer being fetched in this context must have arrived (``time.monotonic``)."""
+
+
+def _left(timeout: float | None, error: str) -> float | None:
+    """``timeout`` cut to what is left of the running answer's deadline; the ``httpcore``
+    timeout named ``error`` once it has passed."""
+    deadline = _DEADLINE.get()
+    if deadline is None:
+        return timeout
+    left = deadline - time.monotonic()
+    if left <= 0:
+        import httpcore
+
+        raise getattr(httpcore, error)("the deadline of the answer passed")
+    return left if timeout is None else min(timeout, left)
+
+
+class _DeadlineStream:
+    """A connection of the HTTP client whose every wait ends at the answer's deadline, so
+    that a server sending a byte now and then cannot stretch a per-read timeout forever."""
+
+    def __init__(self, stream: Any) -> None:
+        self._stream = stream
+
+    def read(self, max_bytes: int, timeout: float | None = None) -> bytes:
+        data: bytes = self._stream.read(max_bytes, _left(timeout, "ReadTimeout"))
+        return data
+
+    def write(self, buffer: bytes, timeout: float | None = None) -> None:
+        self._stream.write(buffer, _left(timeout, "WriteTimeout"))
+
+    def close(self) -> None:
+        self._stream.close()
+
+    def start_tls(self, ssl_context: Any, server_hostname: str | None = None,
+                  timeout: float | None = None) -> _DeadlineStream:
+        return _DeadlineStream(self._stream.start_tls(
+            ssl_context, server_hostname, _left(timeout, "ConnectTimeout")))
+
+    def get_extra_info(self, info: str) -> Any:
+        return self._stream.get_extra_info(info)
+
+
+class _DeadlineBackend:
+    """``httpcore``'s network backend making ``_DeadlineStream`` connections."""
+
+    def __init__(self, backend: Any) -> None:
+        self._backend = backend
+
+    def connect_tcp(self, host: str, port: int, timeout: float | None = None,
+                    local_address: str | None = None,
+                    socket_options: Iterable[Any] | None = None) -> _DeadlineStream:
+        return _DeadlineStream(self._backend.connect_tcp(
+            host, port, _left(timeout, "ConnectTimeout"), local_address, socket_options))
+
+    def connect_unix_socket(self, path: str, timeout: float | None = None,
+                            socket_options: Iterable[Any] | None = None) -> _DeadlineStream:
+        return _DeadlineStream(self._backend.connect_unix_socket(
+            path, _left(timeout, "ConnectTimeout"), socket_options))
+
+    def sleep(self, seconds: float) -> None:
+        self._backend.sleep(seconds)
+
+
+def _deadline_http_client() -> Any:
+    """The ``openai`` client's default ``httpx.Client`` (proxies from the environment
+    included) whose connections end every wait at the answer's deadline. It reaches into
+    httpx's transports and httpcore's pools (no public hook exists); where they change,
+    each wait keeps its own timeout, and tests/reliability/test_rel_app4.py says so."""
+    from openai import DefaultHttpxClient
+
+    client = DefaultHttpxClient()
+    mounts = getattr(client, "_mounts", {})
+    for transport in [getattr(client, "_transport", None), *mounts.values()]:
+        pool = getattr(transport, "_pool", None)
+        backend = getattr(pool, "_network_backend", None)
+        if backend is not None and not isinstance(backend, _DeadlineBackend):
+            pool._network_backend = _DeadlineBackend(backend)  # type: ignore[union-attr]
+    return client
+
+
+def _endpoint(base_url: str) -> tuple[str, dict[str, str]]:
+    """``base_url`` without its query, and the query's parameters: the client appends
+    ``/chat/completions`` to the path, and sends the parameters with every request."""
+    parts = urlsplit(base_url)
+    path = urlunsplit((parts.scheme, parts.netloc, parts.path.rstrip("/"), "", ""))
+    return path, dict(parse_qsl(parts.query, keep_blank_values=True))
+
+
 def _check_request(max_tokens: Any, temperature: Any, timeout: Any) -> None:
     if isinstance(max_tokens, bool) or not isinstance(max_tokens, int) or max_tokens < 1:
         raise ValueError(f"max_tokens must be an int >= 1, got {max_tokens!r}")
@@ -162,10 +255,12 @@ class OpenAICompatibleLLM:
     is sent (local servers ignore it). The client is created on the first request.
 
     Args:
-        base_url: Endpoint root, e.g. ``http://localhost:8000/v1``.
+        base_url: Endpoint root, e.g. ``http://localhost:8000/v1``; a query
+            (``?api_key=...``) is sent with every request, never printed.
         model: Model name the server knows.
         api_key: Bearer key.
-        timeout: Default seconds per request (each call may pass its own).
+        timeout: Default deadline of an answer in seconds (each call may pass its own): the
+            whole request, however slowly the server sends its reply.
         max_retries: Retries of the ``openai`` client on connection errors, 429 and 5xx
             (0 by default, so a timeout means the caller waited ``timeout``, not a multiple).
         env: Where to read the variables (default ``os.environ``).
@@ -208,6 +303,7 @@ class OpenAICompatibleLLM:
             raise ValueError(f"max_retries must be an int >= 0, got {max_retries!r}")
         self.model: str = model
         self.base_url: str = base.rstrip("/")
+        self._url, self._query = _endpoint(self.base_url)
         self.shown_url: str = redact_url(self.base_url)
         """``base_url`` as printed: password and secret query values (``api_key=``) masked."""
         self.timeout = float(timeout)
@@ -238,8 +334,10 @@ class OpenAICompatibleLLM:
             if self._client is None:
                 from openai import OpenAI
 
-                self._client = OpenAI(base_url=self.base_url, api_key=self._api_key,
-                                      timeout=self.timeout, max_retries=self.max_retries)
+                self._client = OpenAI(base_url=self._url, api_key=self._api_key,
+                                      default_query=self._query or None,
+                                      timeout=self.timeout, max_retries=self.max_retries,
+                                      http_client=_deadline_http_client())
             return self._client
 
     def _async_client(self) -> AsyncOpenAI:
@@ -250,7 +348,8 @@ class OpenAICompatibleLLM:
             if client is None:
                 from openai import AsyncOpenAI
 
-                client = AsyncOpenAI(base_url=self.base_url, api_key=self._api_key,
+                client = AsyncOpenAI(base_url=self._url, api_key=self._api_key,
+                                     default_query=self._query or None,
                                      timeout=self.timeout, max_retries=self.max_retries)
                 self._aclients[loop] = client
             return client
@@ -278,7 +377,11 @@ class OpenAICompatibleLLM:
             raise LLMError(f"{self.shown_url} returned an empty completion")
         return content
 
-    def _error(self, exc: Exception) -> LLMError:
+    def _error(self, exc: Exception, timeout: float) -> LLMError:
+        if isinstance(exc, asyncio.TimeoutError) or type(exc).__name__ == "APITimeoutError":
+            return _scrubbed_error(
+                f"chat completion at {self.shown_url} (model {self.model!r}) failed: no "
+                f"complete answer within the {timeout:g} s deadline", exc)
         status = _status_code(exc)
         shown = f"{type(exc).__name__}" + ("" if status is None else f" (HTTP {status})")
         return _scrubbed_error(
@@ -289,18 +392,24 @@ class OpenAICompatibleLLM:
         self, messages: list[Message], *, max_tokens: int = 256, temperature: float = 0.0,
         timeout: float | None = None,
     ) -> str:
-        """The reply text to ``messages``.
+        """The reply text to ``messages``, within ``timeout`` seconds in all (default: the
+        client's ``timeout``).
 
         Raises:
-            LLMError: The request failed or timed out, or the reply had no text.
+            LLMError: The request failed, or no complete reply came within ``timeout``, or
+                the reply had no text.
         """
         request = self._request(messages, max_tokens, temperature, timeout)
+        # one deadline for the whole answer: every wait of the connection ends at it
+        deadline = _DEADLINE.set(time.monotonic() + request["timeout"])
         try:
             response = self._sync_client().chat.completions.create(**request)
         except Exception as exc:
-            error = self._error(exc)
+            error = self._error(exc, request["timeout"])
         else:
             return self._text(response)
+        finally:
+            _DEADLINE.reset(deadline)
         # raised outside the except block: the client's exception is no context of it
         raise error from None
 
@@ -311,9 +420,11 @@ class OpenAICompatibleLLM:
         """``complete`` on the running event loop."""
         request = self._request(messages, max_tokens, temperature, timeout)
         try:
-            response = await self._async_client().chat.completions.create(**request)
+            # one deadline for the whole answer, however slowly the server sends it
+            response = await asyncio.wait_for(
+                self._async_client().chat.completions.create(**request), request["timeout"])
         except Exception as exc:
-            error = self._error(exc)
+            error = self._error(exc, request["timeout"])
         else:
             return self._text(response)
         # raised outside the except block: the client's exception is no context of it

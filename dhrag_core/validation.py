@@ -15,7 +15,7 @@ from dhrag_core.records import Passage
 
 __all__ = ["CLEANED_KEY", "SearchPath", "as_items", "check_found", "check_k", "check_metadata",
            "check_search", "check_session_id", "check_text", "check_texts", "clean_json",
-           "clean_passage", "clean_text", "fit_answer", "fit_query", "printable"]
+           "clean_passage", "clean_text", "fit_answer", "fit_query", "one_line", "printable"]
 
 CLEANED_KEY = "dhrag_cleaned"
 """Passage metadata key saying what cleaning changed (shown in traces)."""
@@ -267,34 +267,120 @@ def clean_passage(p: Passage, max_chars: int, max_metadata_chars: int | None = N
     except (TypeError, ValueError, RecursionError):
         meta, n = clean_json(p.metadata)
         notes += [f"metadata: {x}" for x in n] or ["metadata: made JSON-safe"]
+    trimmed = False
     if max_metadata_chars is not None:
-        meta, n = _fit_metadata(meta, max_metadata_chars)
-        notes += n
-    if not notes and score is p.score:
-        return p
-    if notes:
+        meta, trimmed = _fit_metadata(meta, notes, max_metadata_chars)
+    elif notes:
         earlier = meta.get(CLEANED_KEY)
         meta[CLEANED_KEY] = "; ".join(([earlier] if isinstance(earlier, str) else []) + notes)
+    if not notes and not trimmed and score is p.score:
+        return p
     return replace(p, text=text, title=title, id=pid, score=score, metadata=meta)
 
 
-def _fit_metadata(meta: dict[str, Any], limit: int) -> tuple[dict[str, Any], list[str]]:
-    """``meta`` with its largest fields dropped until its JSON holds at most ``limit``
-    characters (a retriever's provenance, not a document: it is stored with every turn)."""
-    size = len(json.dumps(meta, ensure_ascii=False, default=str))
-    if size <= limit:
-        return meta, []
-    sizes = {k: len(json.dumps({k: v}, ensure_ascii=False, default=str)) for k, v in meta.items()}
-    out = dict(meta)
-    dropped = []
-    for key in sorted(sizes, key=lambda k: -sizes[k]):
-        if size <= limit:
+_NOTE_CHARS = 1_000
+"""Most characters of JSON the cleaning note may take when metadata is trimmed to fit."""
+_NAMES_CHARS = 300
+"""Most characters of dropped field names listed in that note (the rest: "and N more")."""
+
+
+def _json_len(value: Any) -> int:
+    return len(json.dumps(value, ensure_ascii=False, default=str))
+
+
+def _object_len(entries: int, entry_chars: int) -> int:
+    """Characters of a JSON object of ``entries`` entries taking ``entry_chars`` in all."""
+    return 2 + entry_chars + 2 * max(entries - 1, 0)
+
+
+def _clip_json(text: str, room: int) -> str | None:
+    """``text``, cut (ending in "...") so that it takes at most ``room`` characters as a JSON
+    string; None when not even that fits."""
+    if _json_len(text) <= room:
+        return text
+    lo, hi = 0, len(text)  # binary search: a character takes 1 to 6 characters in JSON
+    while lo < hi:
+        mid = (lo + hi + 1) // 2
+        if _json_len(text[:mid] + "...") <= room:
+            lo = mid
+        else:
+            hi = mid - 1
+    cut = text[:lo] + "..."
+    return cut if _json_len(cut) <= room else None
+
+
+def _dropped_note(dropped: list[str], limit: int) -> str:
+    """What dropping ``dropped`` says: the first names (largest fields first), "and N more"."""
+    shown: list[str] = []
+    used = 0
+    for key in dropped:
+        name = repr(key) if len(key) <= 40 else repr(key[:40]) + "..."
+        if shown and used + len(name) > _NAMES_CHARS:
             break
-        del out[key]
+        shown.append(name)
+        used += len(name) + 2
+    more = len(dropped) - len(shown)
+    return (f"metadata: dropped {', '.join(shown)}{f' and {more:,} more' if more else ''} "
+            f"(over {limit:,} characters)")
+
+
+def _note(prior: list[str], dropped: list[str], limit: int, room: int) -> str | None:
+    """The cleaning note within ``room`` characters of JSON: the earlier notes (cut if need
+    be), then what was dropped; None when no note fits."""
+    if not dropped:
+        return _clip_json("; ".join(prior), room)
+    said = _dropped_note(dropped, limit)
+    if not prior:
+        return _clip_json(said, room)
+    head = _clip_json("; ".join(prior), max(room // 2, room - _json_len(said) - 2))
+    return _clip_json(f"{head}; {said}" if head else said, room)
+
+
+def _fit_metadata(meta: dict[str, Any], notes: list[str],
+                  limit: int) -> tuple[dict[str, Any], bool]:
+    """``meta`` with ``notes`` under ``CLEANED_KEY`` (after an earlier note), its largest
+    fields dropped (and named in the note) until its JSON, note included, holds at most
+    ``limit`` characters (a retriever's provenance, not a document: it is stored with every
+    turn); whether anything changed. Linear in the fields: each is serialised once."""
+    size = _json_len(meta)
+    if not notes and size <= limit:
+        return meta, False
+    earlier = meta.get(CLEANED_KEY)
+    prior = ([earlier] if isinstance(earlier, str) else []) + notes
+    rest = {k: v for k, v in meta.items() if k != CLEANED_KEY}
+    key_chars = _json_len(CLEANED_KEY) + 2  # '"dhrag_cleaned": '
+    if notes:
+        text = "; ".join(prior)
+        size = _json_len(rest)
+        if size + (2 if rest else 0) + key_chars + _json_len(text) <= limit:
+            return {**rest, CLEANED_KEY: text}, True
+    sizes = {k: _json_len({k: v}) - 2 for k, v in rest.items()}
+    count, total = len(sizes), sum(sizes.values())
+    reserve = min(limit // 2, 2 + key_chars + _NOTE_CHARS)  # ", " + the note's entry
+    dropped: list[str] = []
+    for key in sorted(sizes, key=lambda k: -sizes[k]):
+        if _object_len(count, total) + reserve <= limit:
+            break
         dropped.append(key)
-        size = len(json.dumps(out, ensure_ascii=False, default=str))
-    return out, [f"metadata: dropped {', '.join(map(repr, dropped))} "
-                 f"(over {limit:,} characters)"]
+        count, total = count - 1, total - sizes[key]
+    note = _note(prior, dropped, limit, reserve - 2 - key_chars)
+    # what the note did not take of the reserve: the smallest dropped fields back, if they fit
+    spare = limit - _object_len(count, total) - (
+        0 if note is None else (2 if count else 0) + key_chars + _json_len(note))
+    while dropped and sizes[dropped[-1]] + 2 <= spare:
+        key = dropped.pop()
+        spare -= sizes[key] + 2
+        count, total = count + 1, total + sizes[key]
+    if note is not None:  # fewer names: a note no longer than the one measured
+        note = _note(prior, dropped, limit, _json_len(note))
+    gone = set(dropped)
+    out = {k: v for k, v in rest.items() if k not in gone}
+    if note is not None:
+        out[CLEANED_KEY] = note
+    if _json_len(out) > limit:  # not expected: the sizes above are exact
+        out = {CLEANED_KEY: note} if note is not None else {}
+        out = out if _json_len(out) <= limit else {}
+    return out, True
 
 
 _UNSAFE = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u200e\u200f\u202a-\u202e\u2066-\u2069]")
@@ -305,3 +391,16 @@ def printable(text: str) -> str:
     the window or clear the screen, BEL, C1, bidirectional overrides) shown as ``\\xNN`` /
     ``\\uNNNN`` instead of acted on; newlines and tabs kept."""
     return _UNSAFE.sub(lambda m: m.group().encode("unicode_escape").decode("ascii"), text)
+
+
+_UNSAFE_IN_LINE = re.compile(
+    "[\x00-\x1f\x7f-\x9f\u200e\u200f\u2028\u2029\u202a-\u202e\u2066-\u2069]")
+
+
+def one_line(value: object) -> str:
+    """``str(value)`` safe in one log line: every control character (newlines, ESC sequences,
+    BEL, C1, line separators, bidirectional overrides) shown as ``\\n`` / ``\\xNN`` /
+    ``\\uNNNN``, so that a file name or an id can neither forge a line nor act on a
+    terminal."""
+    return _UNSAFE_IN_LINE.sub(
+        lambda m: m.group().encode("unicode_escape").decode("ascii"), str(value))

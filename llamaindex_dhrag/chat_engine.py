@@ -34,7 +34,7 @@ from llama_index.core.prompts import PromptTemplate
 from dhrag_core import DHRAG, Embedder, QueryRewriter, Selection, Settings
 from dhrag_core.pipeline.engine import EngineCloser
 from dhrag_core.store import HistoryStore
-from dhrag_core.validation import check_k, check_session_id, fit_query
+from dhrag_core.validation import check_k, check_session_id, fit_query, one_line
 from llamaindex_dhrag._stack import caller_level
 from llamaindex_dhrag.answer import DEFAULT_CONTEXT_PROMPT, answer_messages, selection_sources
 from llamaindex_dhrag.build import build_dhrag, check_retriever
@@ -53,6 +53,24 @@ class _Stream:
     question: str
     writer: threading.Thread | asyncio.Task[None] | None = None
     stored: bool = False
+
+
+async def _finish_despite_cancel(work: Awaitable[None]) -> None:
+    """Await ``work`` to its end even if the caller is cancelled meanwhile (``asyncio.shield``
+    alone would return while it still runs); a cancellation is raised once it is done. A
+    failure of ``work`` is raised as it is."""
+    task = asyncio.ensure_future(work)
+    cancelled = False
+    while not task.done():
+        try:
+            await asyncio.shield(task)
+        except asyncio.CancelledError:
+            if task.done() and task.cancelled():
+                raise
+            cancelled = True
+    task.result()
+    if cancelled:
+        raise asyncio.CancelledError
 
 
 class _TurnWriter(BaseMemory):
@@ -376,7 +394,7 @@ class DHRAGChatEngine(EngineCloser, BaseChatEngine):
             self._rag.history.take_question(session_id, question)
         except Exception as e:
             log.warning("session %r: an answered or given-up question is still held in the "
-                        "store: %s: %s", session_id, type(e).__name__, e)
+                        "store: %s: %s", session_id, type(e).__name__, one_line(e))
 
     def _finish_stream(self, session_id: str, stream: _Stream) -> None:
         """Forget ``stream``; its question, if no turn was recorded (the LLM failed), is
@@ -424,7 +442,7 @@ class DHRAGChatEngine(EngineCloser, BaseChatEngine):
                 self._store_streamed(sid, stream, "", selection)
         except Exception as e:  # the reader gets it from the reply
             log.warning("stream for session %r failed, turn not recorded: %s: %s",
-                        sid, type(e).__name__, e)
+                        sid, type(e).__name__, one_line(e))
         finally:
             self._finish_stream(sid, stream)
 
@@ -437,7 +455,7 @@ class DHRAGChatEngine(EngineCloser, BaseChatEngine):
                 await asyncio.to_thread(self._store_streamed, sid, stream, "", selection)
         except Exception as e:
             log.warning("stream for session %r failed, turn not recorded: %s: %s",
-                        sid, type(e).__name__, e)
+                        sid, type(e).__name__, one_line(e))
         finally:
             with self._streams_lock:
                 self._end_stream(sid, stream)
@@ -445,6 +463,13 @@ class DHRAGChatEngine(EngineCloser, BaseChatEngine):
                 await asyncio.to_thread(self._let_go, sid, stream.question)
 
     # -- chat ------------------------------------------------------------------------------
+
+    def _store_answered(self, sid: str, msg: str, answer: str, selection: Selection,
+                        left: str | None) -> None:
+        """Record an answered turn and let go of the question a stopped stream left held."""
+        self._rag.record(sid, msg, answer, selection=selection)
+        if left is not None:
+            self._let_go(sid, left)
 
     def chat(
         self,
@@ -483,7 +508,14 @@ class DHRAGChatEngine(EngineCloser, BaseChatEngine):
         *,
         session_id: str | None = None,
     ) -> AgentChatResponse:
-        """``chat`` without blocking the event loop (CPU work runs in worker threads)."""
+        """``chat`` without blocking the event loop (CPU work runs in worker threads).
+
+        Cancelled, it follows one rule: the turn is stored exactly when the LLM's answer
+        reached the engine. Cancelled before (during the selection or the LLM call), nothing
+        is stored; cancelled after, the cancellation waits until the turn is stored (and a
+        question held by a stopped stream let go), then ``CancelledError`` is raised: the
+        caller may not get an answer that the history keeps.
+        """
         sid, msg = self._prepare(message, session_id)
         await self._await_streams(sid)
         left = await asyncio.to_thread(self._rag.history.held_question, sid)
@@ -492,9 +524,9 @@ class DHRAGChatEngine(EngineCloser, BaseChatEngine):
         selection = await self._rag.aselect(sid, msg, self._k)
         reply = await self._llm.achat(self._messages(selection, msg))
         answer = message_text(reply.message)
-        await self._rag.arecord(sid, msg, answer, selection=selection)
-        if left is not None:
-            await asyncio.to_thread(self._let_go, sid, left)
+        # the LLM answered: the turn is stored whatever happens to this call from now on
+        await _finish_despite_cancel(asyncio.to_thread(self._store_answered, sid, msg, answer,
+                                                       selection, left))
         sources, nodes, trace = selection_sources(selection)
         return AgentChatResponse(response=answer, sources=sources, source_nodes=nodes,
                                  metadata={"dhrag": trace})

@@ -13,6 +13,7 @@ import hashlib
 import logging
 import os
 import re
+import shlex
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -23,7 +24,7 @@ from dhrag_core.private_files import create_private
 from dhrag_core.records import Passage, Selection
 from dhrag_core.store import PostgresStore, SQLiteStore, redact_dsn
 from dhrag_core.transcript import clip, describe_selected, exchanges, in_turn_order
-from dhrag_core.validation import check_k, check_session_id, printable
+from dhrag_core.validation import check_k, check_session_id, one_line, printable
 
 __all__ = [
     "ChatSession",
@@ -85,12 +86,14 @@ class LLMAnswerer:
         llm: Any ``LLM``.
         passages: Most context passages shown.
         max_passage_chars: Each passage is clipped to this.
-        max_tokens, temperature, timeout: Passed to ``llm.complete``.
+        max_tokens, temperature: Passed to ``llm.complete``.
+        timeout: The deadline of an answer in seconds, passed to ``llm.complete``; default:
+            the LLM's own (``OpenAICompatibleLLM(timeout=)``, ``dhrag chat --timeout``).
     """
 
     def __init__(
         self, llm: LLM, *, passages: int = 5, max_passage_chars: int = 1500,
-        max_tokens: int = 512, temperature: float = 0.2, timeout: float = 60.0,
+        max_tokens: int = 512, temperature: float = 0.2, timeout: float | None = None,
     ) -> None:
         self.llm = llm
         self.passages = passages
@@ -115,8 +118,9 @@ class LLMAnswerer:
 
     def answer(self, selection: Selection) -> str:
         """The LLM's answer (raises ``LLMError`` on failure)."""
+        timeout = {} if self.timeout is None else {"timeout": self.timeout}
         return self.llm.complete(self.messages(selection), max_tokens=self.max_tokens,
-                                 temperature=self.temperature, timeout=self.timeout).strip()
+                                 temperature=self.temperature, **timeout).strip()
 
 
 class ChatSession:
@@ -163,7 +167,7 @@ class ChatSession:
         try:
             text = self.llm_answerer.answer(sel)
         except LLMError as exc:
-            log.warning("%s", printable(str(exc)))
+            log.warning("%s", one_line(exc))
             return self._extract(sel, note=f"LLM failed: {clip(str(exc), 160)}")
         shown = tuple(sel.passages[: self.llm_answerer.passages])
         return Reply(text, "llm", shown)
@@ -186,18 +190,24 @@ class ChatSession:
         return n
 
     def where(self) -> str:
-        """Where the session persists, in words."""
+        """Where the session persists, in words, with the command that continues it (each
+        argument shell-quoted, so it can be pasted as it is)."""
         store = self.rag.history.store
         if isinstance(store, SQLiteStore):
             return (f"session {self.session_id!r} is saved after every turn in "
                     f"{self.store_url.removeprefix('sqlite:///')} ({self.turns} turns); "
-                    f"continue it with --session {self.session_id} --store {self.store_url}")
+                    f"continue it with: {self._command(self.store_url)}")
         if isinstance(store, PostgresStore):
             return (f"session {self.session_id!r} is saved after every turn in PostgreSQL "
-                    f"{redact_dsn(store.dsn)} ({self.turns} turns); continue it with "
-                    f"--session {self.session_id} --store {redact_dsn(store.dsn)}")
+                    f"{redact_dsn(store.dsn)} ({self.turns} turns); continue it with: "
+                    f"{self._command(redact_dsn(store.dsn))}")
         return (f"session {self.session_id!r} is in memory only ({self.turns} turns) and ends "
                 "with this process; pass --store sqlite:///PATH.db to keep it, or /save FILE")
+
+    def _command(self, store: str) -> str:
+        """``dhrag chat`` over this knowledge base, session and store, shell-quoted."""
+        kb = ["--kb", self.kb] if self.kb else []
+        return shlex.join(["dhrag", "chat", *kb, "--session", self.session_id, "--store", store])
 
     def save(self, path: str | os.PathLike[str]) -> str:
         """Write the conversation to a new Markdown file (an existing file is never

@@ -217,7 +217,9 @@ def add_chat_arguments(parser: argparse.ArgumentParser) -> None:
                         help="model name (default: $DHRAG_MODEL or $OPENAI_MODEL); without a "
                              "model, answers are extracts from the context (no LLM)")
     parser.add_argument("--api-key", default=None, help="API key (default: $OPENAI_API_KEY)")
-    parser.add_argument("--timeout", type=float, default=60.0, help="LLM timeout in seconds")
+    parser.add_argument("--timeout", type=float, default=60.0,
+                        help="deadline in seconds of each LLM answer (and rewrite), however "
+                             "slowly the server sends it (default 60)")
     parser.add_argument("--llm-rewrite", action="store_true",
                         help="rewrite follow-up questions with the LLM too (default: light)")
     parser.add_argument("--k", type=int, default=None,
@@ -348,7 +350,9 @@ def run_chat(args: argparse.Namespace, stdin: TextIO | None = None,
         with exit_on_interrupt("dhrag chat"):
             warm_up(embedder, "dhrag chat")
         kb = load_kb(args.kb, embedder, min_words=args.min_words, max_words=args.max_words)
-        rewriter = LLMRewriter(llm) if llm is not None and args.llm_rewrite else None
+        # --timeout is the deadline of every LLM call: a rewrite waits at most its usual 10 s
+        rewriter = (LLMRewriter(llm, timeout=min(10.0, llm.timeout))
+                    if llm is not None and args.llm_rewrite else None)
         rag = DHRAG(kb, history=history, rewriter=rewriter)
         session = ChatSession(rag, session_id, llm=llm, store_url=store, k=k,
                               kb=str(Path(args.kb).expanduser().resolve()))

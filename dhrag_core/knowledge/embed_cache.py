@@ -22,9 +22,10 @@ from typing import Any
 
 import numpy as np
 
-from dhrag_core.embedding import Embedder, LocalModelEmbedder
+from dhrag_core.embedding import Embedder, LocalModelEmbedder, check_finite
 from dhrag_core.private_files import write_private
 from dhrag_core.records import Passage, Vector
+from dhrag_core.validation import one_line
 
 __all__ = [
     "default_cache_dir",
@@ -97,15 +98,17 @@ def _read_cache(path: Path, expected: tuple[int, int]) -> Vector | None:
         shape = _npy_shape(path)
         cached = np.load(path, allow_pickle=False) if shape == expected else None
         if cached is None:
-            log.warning("ignoring cache %s: shape %s, expected %s", path, shape, expected)
+            log.warning("ignoring cache %s: shape %s, expected %s", one_line(path), shape,
+                        expected)
         elif not check.is_file() or check.read_text().strip() != _checksum(cached):
-            log.warning("ignoring cache %s: its checksum does not match (damaged file)", path)
+            log.warning("ignoring cache %s: its checksum does not match (damaged file)",
+                        one_line(path))
         else:
-            log.info("knowledge base vectors from cache %s", path)
+            log.info("knowledge base vectors from cache %s", one_line(path))
             out: Vector = cached.astype(np.float32, copy=False)
             return out
     except (OSError, ValueError, MemoryError) as exc:
-        log.warning("ignoring unreadable cache %s: %s", path, exc)
+        log.warning("ignoring unreadable cache %s: %s", one_line(path), one_line(exc))
     return None
 
 
@@ -116,7 +119,8 @@ def _write_cache(path: Path, vectors: Vector) -> None:
         write_private(path, buffer.getvalue())
         write_private(path.with_suffix(".sha256"), (_checksum(vectors) + "\n").encode())
     except OSError as exc:
-        log.warning("could not cache knowledge base vectors in %s: %s", path.parent, exc)
+        log.warning("could not cache knowledge base vectors in %s: %s", one_line(path.parent),
+                    one_line(exc))
 
 
 def _encode(texts: Sequence[str], embedder: Embedder, show: bool, batch_size: int) -> Vector:
@@ -127,7 +131,10 @@ def _encode(texts: Sequence[str], embedder: Embedder, show: bool, batch_size: in
     chunks = []
     try:
         for start in range(0, len(texts), batch_size):
-            chunks.append(embedder.encode(list(texts[start : start + batch_size])))
+            chunk = np.asarray(embedder.encode(list(texts[start : start + batch_size])),
+                               dtype=np.float32)
+            check_finite(embedder, chunk, " of the knowledge base's passages; none cached")
+            chunks.append(chunk)
             if bar is not None:
                 bar.update(len(chunks[-1]))
     finally:
@@ -167,7 +174,7 @@ def embed_cached(
     vectors = _encode(texts, embedder, show, batch_size)
     _write_cache(path, vectors)
     log.info("embedded %d passages in %.1f s; cached in %s", len(texts),
-             time.perf_counter() - t0, path)
+             time.perf_counter() - t0, one_line(path))
     return vectors
 
 
@@ -234,7 +241,7 @@ def _prune(folder: Path, key: str, kb: Path, used: set[str]) -> None:
             for stale in (folder / name, (folder / name).with_suffix(".sha256")):
                 with contextlib.suppress(OSError):
                     stale.unlink()
-                    log.info("pruned stale cache file %s", stale)
+                    log.info("pruned stale cache file %s", one_line(stale))
     if before != used:
         with contextlib.suppress(OSError):
             write_private(manifest, json.dumps(
