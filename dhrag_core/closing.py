@@ -4,7 +4,11 @@ from __future__ import annotations
 
 from typing import Self
 
-__all__ = ["Closeable"]
+__all__ = ["Closeable", "ClosedError"]
+
+
+class ClosedError(RuntimeError):
+    """An engine, history database or store used after its ``close()``."""
 
 
 class Closeable:

@@ -33,6 +33,7 @@ __all__ = [
     "LocalModelEmbedder",
     "MiniLMEmbedder",
     "bundled_model_path",
+    "check_finite",
     "default_embedder",
     "encode_checked",
     "l2_normalise",
@@ -71,10 +72,7 @@ def encode_checked(embedder: Embedder, texts: Sequence[str]) -> Vector:
     if out.shape != want:
         raise TypeError(f"{name}.encode(texts) returned shape {out.shape} for {len(texts)} "
                         f"text(s); expected {want} (n_texts, dimension={embedder.dimension})")
-    if not np.isfinite(out).all():
-        raise ValueError(f"{name}.encode(texts) returned NaN or infinite values (for "
-                         f"{int((~np.isfinite(out).all(axis=1)).sum())} of {len(texts)} "
-                         "text(s)); check the model and its input")
+    check_finite(embedder, out)
     norms = np.linalg.norm(out, axis=1)
     norms = norms[norms > 0]  # a text with nothing to embed (an empty passage) stays zero
     if len(norms) and np.abs(norms - 1.0).max() > _UNIT_TOLERANCE:
@@ -85,6 +83,18 @@ def encode_checked(embedder: Embedder, texts: Sequence[str]) -> Vector:
                         float(norms.min()), float(norms.max()))
         out = l2_normalise(out)
     return out
+
+
+def check_finite(embedder: Embedder, rows: np.ndarray, where: str = "") -> None:
+    """``ValueError`` naming the embedder when rows it returned hold NaN or infinite values;
+    ``where`` says what was being embedded."""
+    finite = np.isfinite(rows)
+    if finite.all():
+        return
+    bad = int((~finite.reshape(len(rows), -1).all(axis=1)).sum()) if len(rows) else 0
+    raise ValueError(f"{type(embedder).__name__}.encode(texts) returned NaN or infinite values "
+                     f"(for {bad} of {len(rows)} text(s){where}); check the model and its "
+                     "input")
 
 
 _UNIT_TOLERANCE = 1e-3

@@ -138,6 +138,10 @@ class Settings:
     max_pending: int = _knob(4096, "limits", """Sessions whose selections ``DHRAG`` keeps until
         their turns are recorded (least recently selected dropped first).""",
         low=1, high=_BIG, integer=True)
+    max_pending_bytes: int = _knob(128 * 2**20, "limits", """Bytes the selections ``DHRAG``
+        keeps until their turns are recorded may hold, all sessions together (their passages'
+        texts and vectors, estimated); the least recently selected are dropped first, the
+        newest always kept.""", low=1, high=10**15, integer=True)
 
     # -- weighting ---------------------------------------------------------------------------
     alpha: float = _knob(0.5, "weighting", """Balance of relevance against recency in the

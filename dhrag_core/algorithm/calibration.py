@@ -38,7 +38,13 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import numpy.typing as npt
 
-from dhrag_core.embedding import Embedder, LocalModelEmbedder, l2_normalise, opening_words
+from dhrag_core.embedding import (
+    Embedder,
+    LocalModelEmbedder,
+    check_finite,
+    l2_normalise,
+    opening_words,
+)
 from dhrag_core.private_files import write_private
 from dhrag_core.records import Vector
 
@@ -228,9 +234,10 @@ def measure(embedder: Embedder, texts: Sequence[str] | None = None) -> Calibrati
     found = np.asarray(embedder.encode([t for g in groups for t in g]))
     if found.ndim != 2 or found.shape != (n, embedder.dimension):
         raise ValueError(
-            f"the embedder returned shape {found.shape} for {n} probe texts; expected "
-            f"(n, {embedder.dimension})"
+            f"{type(embedder).__name__} returned shape {found.shape} for {n} probe texts; "
+            f"expected (n, {embedder.dimension})"
         )
+    check_finite(embedder, found, " of the calibration probe texts")
     means, at = [], 0
     for g in groups:
         means.append(l2_normalise(found[at : at + len(g)]).mean(axis=0, dtype=np.float64))
@@ -293,11 +300,12 @@ def calibrate(
 def _fingerprint(embedder: Embedder) -> npt.NDArray[np.float64]:
     texts = fingerprint_texts()
     found = np.asarray(embedder.encode(list(texts)), dtype=np.float64)
-    if found.shape != (len(texts), embedder.dimension) or not np.isfinite(found).all():
+    if found.shape != (len(texts), embedder.dimension):
         raise ValueError(
-            f"the embedder returned shape {found.shape} (or non-finite values) for "
-            f"{len(texts)} probe texts; expected ({len(texts)}, {embedder.dimension})"
+            f"{type(embedder).__name__} returned shape {found.shape} for {len(texts)} probe "
+            f"texts; expected ({len(texts)}, {embedder.dimension})"
         )
+    check_finite(embedder, found, " of the calibration probe texts")
     return l2_normalise(found).astype(np.float64)
 
 

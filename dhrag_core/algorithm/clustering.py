@@ -114,24 +114,35 @@ class TopicClusters:
         self._next_id += 1
         return c
 
-    def _join(self, c: Cluster, turn_id: str, v: np.ndarray) -> None:
+    def _join(self, c: Cluster, turn_id: str, v: np.ndarray, changed: bool = True) -> None:
         c.members.add(turn_id)
         self._cents.add_to(c.id, v)
         self.of[turn_id] = c.id
-        self._dirty.add(c.id)
+        if changed:
+            self._dirty.add(c.id)
 
     def _drop(self, cid: int) -> None:
         del self.clusters[cid]
         self._cents.remove([cid])
         self._dirty.discard(cid)
 
-    def restore(self, turn_id: str, vector: Vector, cluster_id: int) -> None:
-        """Put back a stored assignment (on reload), keeping the stored cluster id."""
+    def restore(self, turn_id: str, vector: Vector, cluster_id: int, changed: bool = True) -> None:
+        """Put back a stored assignment (on reload), keeping the stored cluster id.
+
+        ``changed``: the turn joined since the last merge pass, so its cluster is compared at
+        the next one (a full reload passes False for older turns: the pass that followed them
+        compared their clusters already)."""
         c = self.clusters.get(cluster_id)
         if c is None:
             c = self.clusters[cluster_id] = Cluster(cluster_id, self._cents)
-        self._join(c, turn_id, vector.astype(np.float32))
+        self._join(c, turn_id, vector.astype(np.float32), changed)
         self._next_id = max(self._next_id, cluster_id + 1)
+
+    def resume(self, assigned: int) -> None:
+        """After a reload, or turns of another writer: ``assigned`` turns were placed in all
+        (the session's next turn index), so the merge passes keep their rhythm (every
+        ``merge_every`` turns of the session, whichever process placed them)."""
+        self._since_merge = assigned % self.merge_every
 
     def nearest(self, query: Vector, n: int) -> list[tuple[Cluster, float]]:
         """The ``n`` clusters whose centroids best match ``query``, best first."""

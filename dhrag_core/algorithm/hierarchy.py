@@ -191,17 +191,26 @@ class SessionTree:
         cluster_id = changed.pop(turn.turn_id)
         return cluster_id, chain_id, changed
 
-    def restore(self, turns: Sequence[Turn]) -> None:
-        """Rebuild from stored turns and their stored cluster/chain ids (index order)."""
-        for t in sorted(turns, key=lambda t: t.index):
+    def restore(self, turns: Sequence[Turn], *, full: bool = False) -> None:
+        """Rebuild from stored turns and their stored cluster/chain ids (index order).
+
+        ``full``: ``turns`` are the whole session (a reload), so only the clusters of the turns
+        since the last merge pass count as changed: the next pass compares those, not every
+        cluster with every other (else: every cluster of ``turns`` changed)."""
+        ordered = sorted(turns, key=lambda t: t.index)
+        assigned = ordered[-1].index + 1 if ordered else 0
+        since_pass = assigned - assigned % self.clusters.merge_every if full else 0
+        for t in ordered:
             if t.cluster_id < 0 or t.chain_id < 0:
                 self.insert(t)  # stored without organisation (imported): organise it now
                 continue
             v = self.topic(t)
             self.index_of[t.turn_id] = t.index
-            self.clusters.restore(t.turn_id, v, t.cluster_id)
+            self.clusters.restore(t.turn_id, v, t.cluster_id, changed=t.index >= since_pass)
             self.chains.restore(t.turn_id, v, t.index, t.chain_id)
             self._node_add(t.turn_id, v)
+        if full:
+            self.clusters.resume(assigned)
 
     def remove(self, turn_id: str) -> None:
         v = self._node_remove(turn_id)

@@ -22,7 +22,7 @@ from dhrag_core.algorithm.calibration import Calibration, calibrate
 from dhrag_core.algorithm.chains import chain_length_stats
 from dhrag_core.algorithm.discourse import is_follow_up
 from dhrag_core.algorithm.summaries import ExtractiveSummariser, Summariser
-from dhrag_core.closing import Closeable
+from dhrag_core.closing import Closeable, ClosedError
 from dhrag_core.embedding import Embedder, default_embedder, encode_checked
 from dhrag_core.history.inputs import check_passages, check_timestamp, check_vector, encode_turn
 from dhrag_core.history.messages import record_messages
@@ -143,9 +143,24 @@ class HistoryDatabase(Closeable):
             raise TypeError("chain_policy must have link(view, turn, proposed)")
         self._selector = Selector(self.settings, self.summariser, thread_policy)
         self._update = UpdateRule(self.settings, self._cache, self._selector, chain_policy)
+        self._closed = False
+
+    @property
+    def closed(self) -> bool:
+        """Whether ``close()`` was called: every use of the store then raises
+        ``ClosedError``."""
+        return self._closed
+
+    def _check_open(self) -> None:
+        if self._closed:
+            raise ClosedError(
+                "this HistoryDatabase was closed (close(), or the end of its with block, or "
+                "the close() of the DHRAG engine over it): its store is shut; make a new one "
+                "to go on")
 
     def _session(self, session_id: str) -> SessionState:
         """The session's derived state, brought up to date with the store."""
+        self._check_open()
         return self._cache.get(session_id)
 
     # -- inputs ----------------------------------------------------------------------------
@@ -206,6 +221,7 @@ class HistoryDatabase(Closeable):
         re-encoded. All input is checked before
         anything is written, so a bad call leaves the session as it was.
         """
+        self._check_open()
         check_session_id(session_id)
         query = fit_query(query, self.settings.max_query_chars)
         response, cleaned = fit_answer(response, self.settings.max_text_chars)
@@ -253,18 +269,21 @@ class HistoryDatabase(Closeable):
         any other), so that its answer can arrive through another instance, process or
         after a restart (``store.QuestionStore``; a store without it keeps the question in
         this object). Checked like a query; the turns are left as they are."""
+        self._check_open()
         check_session_id(session_id)
         question = fit_query(question, self.settings.max_query_chars, "question")
         self._questions.hold_question(session_id, question)
 
     def held_question(self, session_id: str) -> str | None:
         """The session's unanswered question (``hold_question``); ``None`` when none."""
+        self._check_open()
         check_session_id(session_id)
         return self._questions.held_question(session_id)
 
     def take_question(self, session_id: str, question: str | None = None) -> str | None:
         """Remove and return the session's unanswered question; with ``question``, only when
         the held one is that text (a newer one held by another writer stays)."""
+        self._check_open()
         check_session_id(session_id)
         if question is not None and not isinstance(question, str):
             raise TypeError(f"question must be a str or None, got {type(question).__name__}")
@@ -440,7 +459,11 @@ class HistoryDatabase(Closeable):
 
     def close(self) -> None:
         """Close the store (a PostgreSQL store's connection pool: its threads stop now, not
-        at interpreter exit). Also on leaving a ``with`` block."""
+        at interpreter exit). Also on leaving a ``with`` block; the database is then of no
+        further use (``ClosedError``), and closing again does nothing."""
+        if self._closed:
+            return
+        self._closed = True
         self.store.close()
 
 

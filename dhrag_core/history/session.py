@@ -54,7 +54,7 @@ class SessionState:
         self.summaries: dict[tuple[tuple[str, int], ...], str] = {}
         """Summary node members (id, turn index) -> the summary text."""
         self.put(turns)
-        self.tree.restore(turns)
+        self.tree.restore(turns, full=True)
         self.version = version
         self.forget_memos()
 
@@ -65,6 +65,7 @@ class SessionState:
                   + [t.turn_id for t in turns if t.turn_id in self.turns])
         self.tree.restore(turns)
         self.put(turns)
+        self.tree.clusters.resume(self.next_index)  # passes by turn index, whoever wrote
         self.version = version
         self.forget_memos()
 

@@ -61,6 +61,35 @@ def _omp_threads(n: int | None) -> Iterator[None]:
         faiss.omp_set_num_threads(before)
 
 
+def _checked_vectors(vectors: object, n: int, embedder: Embedder) -> np.ndarray:
+    """The given passage ``vectors`` as an ``(n, dimension)`` matrix of finite numbers (their
+    own precision); else ``ValueError`` naming the knowledge base, the row and the
+    dimensions."""
+    dim = embedder.dimension
+    where = f"FaissKnowledgeBase: vectors (one row per passage, {dim} numbers each from " \
+            f"{type(embedder).__name__})"
+    try:
+        m = np.asarray(vectors)
+    except ValueError:  # rows of different lengths
+        m = np.empty(0, dtype=object)
+    if m.dtype == object:
+        rows = list(vectors) if isinstance(vectors, (list, tuple)) else []
+        for i, row in enumerate(rows):
+            if np.shape(row) != (dim,):
+                raise ValueError(f"{where}: row {i} has shape {np.shape(row)}, expected "
+                                 f"({dim},)")
+    if not np.issubdtype(m.dtype, np.number):
+        raise ValueError(f"{where} must be numbers, got {type(vectors).__name__} of "
+                         f"{m.dtype}")
+    if m.shape != (n, dim):
+        raise ValueError(f"{where} must have shape ({n}, {dim}), got {m.shape}")
+    finite = np.isfinite(m).all(axis=1)
+    if not finite.all():
+        raise ValueError(f"{where}: {int((~finite).sum())} row(s) hold NaN or infinite values, "
+                         f"the first row {int(np.flatnonzero(~finite)[0])}; re-embed them")
+    return m
+
+
 class FaissKnowledgeBase:
     """Exact inner-product search (FAISS ``IndexFlatIP``) over passages embedded once.
 
@@ -107,12 +136,8 @@ class FaissKnowledgeBase:
         self.passages: list[Passage] = items
         if vectors is None:
             vectors = self._encode_all(batch_size)
-        v = l2_normalise(vectors) if len(items) else np.zeros((0, self.embedder.dimension))
-        if v.shape != (len(items), self.embedder.dimension):
-            raise ValueError(
-                f"vectors must have shape ({len(items)}, {self.embedder.dimension}), "
-                f"got {v.shape}"
-            )
+        v = (l2_normalise(_checked_vectors(vectors, len(items), self.embedder)) if len(items)
+             else np.zeros((0, self.embedder.dimension)))
         self.vectors: Vector = v.astype(np.float32)
         self.index = faiss.IndexFlatIP(self.embedder.dimension)
         if len(items):
@@ -141,7 +166,8 @@ class FaissKnowledgeBase:
         q = l2_normalise(queries)
         if q.ndim != 2 or q.shape[1] != self.embedder.dimension:
             raise ValueError(
-                f"query vectors must have shape (n, {self.embedder.dimension}), got {q.shape}: "
+                f"FaissKnowledgeBase.search_vectors: query vectors must have shape "
+                f"(n, {self.embedder.dimension}), got {q.shape}: "
                 "embed queries with the embedder this knowledge base was built with"
             )
         if not len(self.passages):

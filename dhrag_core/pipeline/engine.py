@@ -12,6 +12,7 @@ import asyncio
 import contextlib
 import inspect
 import logging
+import sys
 import threading
 import time
 import warnings
@@ -29,7 +30,7 @@ from dhrag_core.algorithm.integration import Candidate, integrate
 from dhrag_core.algorithm.lexical import word_overlap
 from dhrag_core.algorithm.rewriting import LightRewriter, QueryRewriter, Rewrite, expand_vector
 from dhrag_core.algorithm.summaries import Summariser
-from dhrag_core.closing import Closeable
+from dhrag_core.closing import Closeable, ClosedError
 from dhrag_core.embedding import Embedder, encode_checked
 from dhrag_core.history import AddResult, HistoryDatabase
 from dhrag_core.history.messages import record_messages
@@ -49,12 +50,17 @@ from dhrag_core.validation import (
     fit_query,
 )
 
-__all__ = ["DHRAG", "EngineCloser"]
+__all__ = ["DHRAG", "EngineCloser", "selection_bytes"]
 
 _PENDING_PER_SESSION = 16
 """Pending selections the engine keeps per session slot of ``Settings.max_pending``, on
 average: all sessions together keep at most ``max_pending * _PENDING_PER_SESSION`` (65,536 by
-default), and any one session may use them all (a batch of many questions of one session)."""
+default), and any one session may use them all (a batch of many questions of one session).
+``Settings.max_pending_bytes`` bounds the memory they hold as well (``selection_bytes``)."""
+
+_OBJECT_BYTES = 200
+"""What ``selection_bytes`` counts for one record object (a passage, a context item, a
+selected turn) besides its texts and arrays: its fields and their boxes."""
 
 log = logging.getLogger(__name__)
 
@@ -76,8 +82,8 @@ class DHRAG(Closeable):
         integration_matrix: ``W`` of eq. 6 (``dimension x dimension``); default identity.
         history: An existing ``HistoryDatabase`` (then ``embedder``/``store``/``settings``
             come from it).
-        vector_cache_size, max_pending: Override ``Settings.vector_cache_size`` and
-            ``Settings.max_pending`` (validated as they are).
+        vector_cache_size, max_pending, max_pending_bytes: Override the ``Settings`` of
+            those names (validated as they are).
         calibration: How vectors are centred before any comparison; default: measured from
             the embedder (``HistoryDatabase``).
         thread_policy, chain_policy: Replace the engine's thread choice or chain linking
@@ -108,6 +114,7 @@ class DHRAG(Closeable):
         clock: Callable[[], float] = time.time,
         vector_cache_size: int | None = None,
         max_pending: int | None = None,
+        max_pending_bytes: int | None = None,
         calibration: Calibration | None = None,
         thread_policy: ThreadPolicy | None = None,
         chain_policy: ChainPolicy | None = None,
@@ -141,14 +148,17 @@ class DHRAG(Closeable):
             raise ValueError(f"integration_matrix must be {dim}x{dim}")
         self.integration_matrix = integration_matrix
         limits = {k: v for k, v in (("vector_cache_size", vector_cache_size),
-                                    ("max_pending", max_pending)) if v is not None}
+                                    ("max_pending", max_pending),
+                                    ("max_pending_bytes", max_pending_bytes)) if v is not None}
         own = self.settings.with_(**limits) if limits else self.settings
         self.vector_cache_size = own.vector_cache_size
         self._vector_cache: OrderedDict[str, Vector] = OrderedDict()
         self._vector_lock = threading.Lock()
         self.max_pending = own.max_pending
+        self.max_pending_bytes = own.max_pending_bytes
         self._pending: OrderedDict[str, OrderedDict[str, Selection]] = OrderedDict()
         self._pending_count = 0  # selections in self._pending, all sessions together
+        self._pending_bytes = 0  # their selection_bytes, all together
         self._dropped: OrderedDict[int, None] = OrderedDict()  # hashes of dropped (sid, query)
         self._pending_lock = threading.Lock()
 
@@ -168,15 +178,21 @@ class DHRAG(Closeable):
     def _keep_pending(self, selection: Selection) -> Selection:
         """Keep a selection until its turn is recorded: per session, one per question, so that
         several questions of one session selected at once (a batch, of any size) each record
-        their own passages. Bounded engine-wide: at most ``max_pending`` sessions and
-        ``max_pending * _PENDING_PER_SESSION`` selections, the least recently selected
-        dropped first; recording a turn whose selection was dropped logs a warning naming
-        ``Settings.max_pending`` (never silently stored without its passages)."""
+        their own passages. Bounded engine-wide: at most ``max_pending`` sessions,
+        ``max_pending * _PENDING_PER_SESSION`` selections and ``max_pending_bytes`` of them
+        (``selection_bytes``; the newest is kept whatever its size), the least recently
+        selected dropped first; recording a turn whose selection was dropped logs a warning
+        naming the settings (never silently stored without its passages)."""
         budget = self.max_pending * _PENDING_PER_SESSION
+        size = selection_bytes(selection)
         with self._pending_lock:
             per = self._pending.setdefault(selection.session_id, OrderedDict())
-            if selection.query not in per:
+            replaced = per.get(selection.query)
+            if replaced is None:
                 self._pending_count += 1
+            else:
+                self._pending_bytes -= selection_bytes(replaced)
+            self._pending_bytes += size
             per[selection.query] = selection
             per.move_to_end(selection.query)
             self._pending.move_to_end(selection.session_id)
@@ -184,7 +200,8 @@ class DHRAG(Closeable):
             while len(self._pending) > self.max_pending:
                 sid, gone = self._pending.popitem(last=False)
                 self._forget_pending(sid, gone, budget)
-            while self._pending_count > budget:
+            while self._pending_count > budget or (
+                    self._pending_bytes > self.max_pending_bytes and self._pending_count > 1):
                 sid, oldest = next(iter(self._pending.items()))
                 query, old = oldest.popitem(last=False)
                 if not oldest:
@@ -197,6 +214,7 @@ class DHRAG(Closeable):
         """Count dropped pending selections out, remembering which (as hashes, the latest
         ``2 * budget``) so that recording their turns warns. Called with the lock held."""
         self._pending_count -= len(queries)
+        self._pending_bytes -= sum(map(selection_bytes, queries.values()))
         for query in queries:
             self._dropped[hash((session_id, query))] = None
         while len(self._dropped) > 2 * budget:
@@ -213,16 +231,19 @@ class DHRAG(Closeable):
                 del self._pending[session_id]
             if sel is not None:
                 self._pending_count -= 1
+                self._pending_bytes -= selection_bytes(sel)
                 return sel
             dropped = hash((session_id, query)) in self._dropped
             self._dropped.pop(hash((session_id, query)), None)
         if dropped and warn:
             log.warning(
                 "the selection made for this question of session %r was dropped before its "
-                "turn was recorded: more than max_pending=%d sessions or %d selections were "
-                "pending at once; its turn is stored without passages (raise "
-                "Settings.max_pending, or record turns before selecting more)",
-                session_id, self.max_pending, self.max_pending * _PENDING_PER_SESSION)
+                "turn was recorded: more than max_pending=%d sessions, %d selections or "
+                "max_pending_bytes=%d bytes of them were pending at once; its turn is stored "
+                "without passages (raise Settings.max_pending or max_pending_bytes, or record "
+                "turns before selecting more)",
+                session_id, self.max_pending, self.max_pending * _PENDING_PER_SESSION,
+                self.max_pending_bytes)
         return None
 
     def _is_pending(self, session_id: str, query: str) -> bool:
@@ -236,6 +257,7 @@ class DHRAG(Closeable):
                 if selection.query not in per:
                     per[selection.query] = selection
                     self._pending_count += 1
+                    self._pending_bytes += selection_bytes(selection)
 
     # -- before the LLM ---------------------------------------------------------------------
 
@@ -253,6 +275,7 @@ class DHRAG(Closeable):
         ``thread_variants`` overrides ``Settings.thread_variants`` for this query (1: T*'s
         query alone), e.g. to compare hedging with T* alone on the same turn.
         """
+        self._check_open()
         check_session_id(session_id)
         cfg = self.settings
         query = fit_query(query, cfg.max_query_chars)
@@ -289,6 +312,7 @@ class DHRAG(Closeable):
         (searched by vector) or ``asearch(query, k)`` (by text). Parts without them run in a
         worker thread.
         """
+        self._check_open()
         check_session_id(session_id)
         query = fit_query(query, self.settings.max_query_chars)
         k = self.settings.context_k if k is None else check_k(k)
@@ -481,6 +505,7 @@ class DHRAG(Closeable):
         cache is shared by threads: every look-up and change holds ``_vector_lock`` (encoding
         does not).
         """
+        _check_lengths(passages, self.history.embedder.dimension, self.knowledge)
         cache = self._vector_cache
         out: list[Vector | None] = []
         missing: list[int] = []
@@ -523,6 +548,7 @@ class DHRAG(Closeable):
         ``query`` (it is then no longer pending), else none; a context longer than
         ``Settings.max_passages`` (``select`` with a larger ``k``) keeps its best ones.
         """
+        self._check_open()
         check_session_id(session_id)
         asked = query
         query = fit_query(query, self.settings.max_query_chars, warn=False)
@@ -578,6 +604,7 @@ class DHRAG(Closeable):
         (a transcript carried over), after checking every one: a bad text anywhere stores
         nothing and, with ``replace_history``, keeps the session's history as it was (else
         it is reset first)."""
+        self._check_open()
         check_session_id(session_id)
         cfg = self.settings
         for i, (query, answer) in enumerate(turns):
@@ -596,20 +623,50 @@ class DHRAG(Closeable):
         unanswered is held in the history store for an answer that comes later, through any
         instance or process (``history.messages.record_messages``). Returns the turns stored.
         """
+        self._check_open()
         return record_messages(self.history, session_id, messages,
                                lambda query, answer: self.record(session_id, query, answer))
 
     def close(self) -> None:
         """Close the history's store (``HistoryDatabase.close``); also on leaving a ``with``
-        block. The knowledge base is the caller's and stays open."""
+        block. The knowledge base is the caller's and stays open. Using the engine afterwards
+        raises ``ClosedError``; closing again does nothing."""
         self.history.close()
 
+    def _check_open(self) -> None:
+        if getattr(self.history, "closed", False):
+            raise ClosedError(
+                "this DHRAG engine was closed (close(), or the end of its with block, or its "
+                "HistoryDatabase's close()): its history store is shut; make a new DHRAG to go "
+                "on")
 
     def reset(self, session_id: str) -> None:
         """Forget one session's history (and its pending selection)."""
+        self._check_open()
         self.history.delete_session(session_id)
         with self._pending_lock:
-            self._pending_count -= len(self._pending.pop(session_id, {}))
+            gone: Mapping[str, Selection] = self._pending.pop(session_id, {})
+            self._pending_count -= len(gone)
+            self._pending_bytes -= sum(map(selection_bytes, gone.values()))
+
+
+def selection_bytes(selection: Selection) -> int:
+    """Estimated bytes a kept selection holds: its texts, its arrays (the query's, the search
+    rows', each passage's vector) and ``_OBJECT_BYTES`` per record; what bounds the pending
+    selections (``Settings.max_pending_bytes``). Arrays shared with a knowledge base count
+    as the selection's own: an estimate from above."""
+    size = _OBJECT_BYTES + sys.getsizeof(selection.query) + sys.getsizeof(
+        selection.rewritten_query)
+    size += sum(v.nbytes for v in (selection.query_vector, selection.search_vector,
+                                   *selection.search_vectors))
+    for item in selection.context:
+        p = item.passage
+        size += 2 * _OBJECT_BYTES + sys.getsizeof(p.text) + len(p.metadata) * _OBJECT_BYTES
+        size += p.vector.nbytes if p.vector is not None else 0
+    for turn in selection.history:
+        size += _OBJECT_BYTES + sys.getsizeof(turn.turn.query) + sys.getsizeof(
+            turn.turn.response)
+    return size
 
 
 def _shown(history: Sequence[SelectedTurn]) -> list[SelectedTurn]:
@@ -626,6 +683,23 @@ def _for_rewrite(history: Sequence[SelectedTurn]) -> Sequence[SelectedTurn]:
 
 def _finite(vector: Vector) -> bool:
     return bool(np.isfinite(np.asarray(vector, dtype=np.float32)).all())
+
+
+def _check_lengths(passages: Sequence[Passage], dimension: int, knowledge: object) -> None:
+    """``ValueError`` naming the knowledge base and the passage when a passage carries a vector
+    that is not one of ``dimension`` numbers (another embedder's), not numpy's shape error
+    later."""
+    for p in passages:
+        if p.vector is None:
+            continue
+        shape = np.shape(p.vector)
+        if shape != (dimension,):
+            which = repr(p.id) if p.id is not None else f"with text {p.text[:40]!r}"
+            raise ValueError(
+                f"the knowledge base ({type(knowledge).__name__}) returned passage {which} "
+                f"with a vector of shape {shape}; the embedder gives {dimension}-d vectors: "
+                "embed the knowledge base with the engine's embedder (or pass its embedder "
+                "to DHRAG), or return passages without vectors")
 
 
 def _union(rows: Sequence[Sequence[Passage]]) -> list[Passage]:
