@@ -377,8 +377,11 @@ class OpenAICompatibleLLM:
             raise LLMError(f"{self.shown_url} returned an empty completion")
         return content
 
-    def _error(self, exc: Exception, timeout: float) -> LLMError:
-        if isinstance(exc, asyncio.TimeoutError) or type(exc).__name__ == "APITimeoutError":
+    def _error(self, exc: Exception, timeout: float, late: bool = False) -> LLMError:
+        """The ``LLMError`` for the client's ``exc``; a deadline's message when the answer's
+        deadline passed (``late``), whichever wait of the request it stopped."""
+        if late or isinstance(exc, asyncio.TimeoutError) \
+                or type(exc).__name__ == "APITimeoutError":
             return _scrubbed_error(
                 f"chat completion at {self.shown_url} (model {self.model!r}) failed: no "
                 f"complete answer within the {timeout:g} s deadline", exc)
@@ -401,11 +404,12 @@ class OpenAICompatibleLLM:
         """
         request = self._request(messages, max_tokens, temperature, timeout)
         # one deadline for the whole answer: every wait of the connection ends at it
-        deadline = _DEADLINE.set(time.monotonic() + request["timeout"])
+        end = time.monotonic() + request["timeout"]
+        deadline = _DEADLINE.set(end)
         try:
             response = self._sync_client().chat.completions.create(**request)
         except Exception as exc:
-            error = self._error(exc, request["timeout"])
+            error = self._error(exc, request["timeout"], late=time.monotonic() >= end)
         else:
             return self._text(response)
         finally:

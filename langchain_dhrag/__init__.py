@@ -14,21 +14,28 @@ Example:
     ```
 
 ``DHRAGMiddleware`` (agents) needs the ``langchain`` package and is imported on first use.
+
+The names match the LlamaIndex adapter's: ``RetrieverKnowledgeBase`` and
+``VectorStoreKnowledgeBase``, the type translations in ``langchain_dhrag.convert``, the engine at
+``.engine`` and ``record(session_id, query, answer, *, documents=...)``. The old names
+(``LangChainKnowledgeBase``, ``LangChainVectorKnowledgeBase``, ``ChatModelLLM``,
+``langchain_dhrag.documents``) still work for one release, with a ``DeprecationWarning``.
 """
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from langchain_dhrag.documents import (
+from langchain_dhrag._deprecated import renamed_attribute
+from langchain_dhrag.convert import (
     TRACE_KEY,
     document_to_passage,
     format_documents,
     selection_to_documents,
 )
 from langchain_dhrag.embeddings import DHRAGEmbeddings, LangChainEmbedder
-from langchain_dhrag.knowledge import LangChainKnowledgeBase, LangChainVectorKnowledgeBase
-from langchain_dhrag.llm import ChatModelLLM
+from langchain_dhrag.knowledge import RetrieverKnowledgeBase, VectorStoreKnowledgeBase
+from langchain_dhrag.llm import LangChainLLM
 from langchain_dhrag.memory import DHRAGChatMessageHistory, DHRAGMemory
 from langchain_dhrag.retrievers import DHRAGRetriever
 from langchain_dhrag.runnables import DHRAGMemoryRunnable, with_dhrag_memory
@@ -38,7 +45,6 @@ if TYPE_CHECKING:
 
 __all__ = [
     "TRACE_KEY",
-    "ChatModelLLM",
     "DHRAGChatMessageHistory",
     "DHRAGEmbeddings",
     "DHRAGMemory",
@@ -46,13 +52,21 @@ __all__ = [
     "DHRAGMiddleware",
     "DHRAGRetriever",
     "LangChainEmbedder",
-    "LangChainKnowledgeBase",
-    "LangChainVectorKnowledgeBase",
+    "LangChainLLM",
+    "RetrieverKnowledgeBase",
+    "VectorStoreKnowledgeBase",
     "document_to_passage",
     "format_documents",
     "selection_to_documents",
     "with_dhrag_memory",
 ]
+
+#: Old names, kept for one release (deprecated).
+_RENAMED = {
+    "ChatModelLLM": "LangChainLLM",
+    "LangChainKnowledgeBase": "RetrieverKnowledgeBase",
+    "LangChainVectorKnowledgeBase": "VectorStoreKnowledgeBase",
+}
 
 
 def __getattr__(name: str) -> Any:
@@ -65,4 +79,4 @@ def __getattr__(name: str) -> Any:
                 "langchain.agents.middleware): pip install 'dhrag[langchain]'"
             ) from exc
         return DHRAGMiddleware
-    raise AttributeError(f"module 'langchain_dhrag' has no attribute {name!r}")
+    return renamed_attribute(__name__, name, _RENAMED, globals())

@@ -1,11 +1,15 @@
 """A LangChain retriever or vector store as DH-RAG's static knowledge base K.
 
-* ``LangChainKnowledgeBase``: a retriever or vector store searched by the rewritten query's
-  text (the ``KnowledgeBase`` protocol).
-* ``LangChainVectorKnowledgeBase``: a vector store (or its similarity/MMR retriever) searched
+* ``RetrieverKnowledgeBase``: a retriever (or vector store) searched by the rewritten
+  query's text (the ``KnowledgeBase`` protocol).
+* ``VectorStoreKnowledgeBase``: a vector store (or its similarity/MMR retriever) searched
   by the engine's expanded query vector.
 * ``knowledge_and_embedder``: which path a source gets (by vector or by text) and the
   embedder of the engine (the store's own embeddings when it has them).
+
+The LlamaIndex adapter has the same two classes under the same names. The old names
+``LangChainKnowledgeBase`` and ``LangChainVectorKnowledgeBase`` still work for one release
+(with a ``DeprecationWarning``).
 """
 
 from __future__ import annotations
@@ -26,20 +30,22 @@ from dhrag_core.knowledge.base import query_rows
 from dhrag_core.knowledge.path import search_path
 from dhrag_core.validation import SearchPath, check_k, check_search
 from langchain_dhrag._context import child_config
-from langchain_dhrag.documents import document_to_passage
+from langchain_dhrag._deprecated import renamed_attribute
+from langchain_dhrag.convert import document_to_passage
 from langchain_dhrag.embeddings import DHRAGEmbeddings, LangChainEmbedder, as_embedder
 
 __all__ = [
-    "LangChainKnowledgeBase",
-    "LangChainVectorKnowledgeBase",
+    "RetrieverKnowledgeBase",
+    "VectorStoreKnowledgeBase",
     "as_knowledge_base",
     "knowledge_and_embedder",
     "source_embeddings",
 ]
 
 
-class LangChainKnowledgeBase:
-    """A LangChain ``BaseRetriever`` or ``VectorStore`` as the static knowledge base K.
+class RetrieverKnowledgeBase:
+    """A LangChain ``BaseRetriever`` (or ``VectorStore``) as the static knowledge base K,
+    searched by text.
 
     ``search(query, k)`` returns ``Passage`` objects (id, title, metadata and, for vector
     stores, score of the documents). A ``VectorStoreRetriever`` keeps its search type and
@@ -60,7 +66,7 @@ class LangChainKnowledgeBase:
         >>> from dhrag_core import HashingEmbedder
         >>> store = InMemoryVectorStore(DHRAGEmbeddings(HashingEmbedder()))
         >>> _ = store.add_texts(["The Great Wall is 21,196 km long."])
-        >>> LangChainKnowledgeBase(store).search("wall length", k=1)[0].text
+        >>> RetrieverKnowledgeBase(store).search("wall length", k=1)[0].text
         'The Great Wall is 21,196 km long.'
     """
 
@@ -135,7 +141,7 @@ class LangChainKnowledgeBase:
         return [replace(p, vector=v) for p, v in zip(passages, vectors, strict=True)]
 
 
-class LangChainVectorKnowledgeBase(LangChainKnowledgeBase):
+class VectorStoreKnowledgeBase(RetrieverKnowledgeBase):
     """A LangChain ``VectorStore`` (or ``VectorStoreRetriever``) searched by vector.
 
     The engine passes its expanded query vector (the query moved toward the selected history
@@ -151,7 +157,7 @@ class LangChainVectorKnowledgeBase(LangChainKnowledgeBase):
         >>> emb = HashingEmbedder()
         >>> store = InMemoryVectorStore(DHRAGEmbeddings(emb))
         >>> _ = store.add_texts(["The Great Wall is 21,196 km long."])
-        >>> kb = LangChainVectorKnowledgeBase(store, embedder=emb)
+        >>> kb = VectorStoreKnowledgeBase(store, embedder=emb)
         >>> kb.search_vectors(emb.encode(["wall length"]), k=1)[0][0].text
         'The Great Wall is 21,196 km long.'
     """
@@ -168,7 +174,7 @@ class LangChainVectorKnowledgeBase(LangChainKnowledgeBase):
             if source.search_type not in ("similarity", "mmr"):
                 raise ValueError(
                     f"a retriever with search_type={source.search_type!r} cannot be searched "
-                    "by vector; use LangChainKnowledgeBase (the text path)"
+                    "by vector; use RetrieverKnowledgeBase (the text path)"
                 )
             kwargs = {key: v for key, v in source.search_kwargs.items() if key != "k"}
             self._store: VectorStore = source.vectorstore
@@ -232,10 +238,10 @@ def knowledge_and_embedder(
     """The knowledge base and the engine's embedder for a source.
 
     A vector store (or its similarity/MMR retriever) with embeddings is searched by vector
-    (``LangChainVectorKnowledgeBase``) when the engine embeds with those same embeddings:
+    (``VectorStoreKnowledgeBase``) when the engine embeds with those same embeddings:
     with ``embedder`` left None they are used (no second model), or ``embedder`` is them.
     Any other source, or another ``embedder``, gets the text path
-    (``LangChainKnowledgeBase``: the rewritten query as text). ``search="text"`` asks for
+    (``RetrieverKnowledgeBase``: the rewritten query as text). ``search="text"`` asks for
     the text path, ``"vector"`` raises where it is impossible. A dhrag ``KnowledgeBase`` is
     used as it is; a list of texts, ``Passage``s or ``Document``s becomes a
     ``FaissKnowledgeBase`` embedded by ``embedder`` (default: offline MiniLM).
@@ -258,8 +264,8 @@ def knowledge_and_embedder(
                        needs="a VectorStore (or its similarity/MMR retriever) and its own "
                              "embeddings (leave embedder unset)")
     if path == "vector":
-        return LangChainVectorKnowledgeBase(knowledge, embedder=emb), emb
-    return LangChainKnowledgeBase(knowledge, embedder=emb), emb
+        return VectorStoreKnowledgeBase(knowledge, embedder=emb), emb
+    return RetrieverKnowledgeBase(knowledge, embedder=emb), emb
 
 
 def _passage_list(knowledge: Any) -> list[Passage | str] | None:
@@ -282,13 +288,23 @@ def _passage_list(knowledge: Any) -> list[Passage | str] | None:
 
 
 def as_knowledge_base(knowledge: Any, embedder: Embedder | None = None) -> KnowledgeBase:
-    """A LangChain retriever/vector store wrapped as ``LangChainKnowledgeBase`` (the text
+    """A LangChain retriever/vector store wrapped as ``RetrieverKnowledgeBase`` (the text
     path); a dhrag ``KnowledgeBase`` (``FaissKnowledgeBase``...) as it is."""
     if isinstance(knowledge, (BaseRetriever, VectorStore)):
-        return LangChainKnowledgeBase(knowledge, embedder=embedder)
+        return RetrieverKnowledgeBase(knowledge, embedder=embedder)
     if isinstance(knowledge, KnowledgeBase):
         return knowledge
     raise TypeError(
         "knowledge must be a LangChain BaseRetriever or VectorStore, or have "
         f"search(query, k) (dhrag KnowledgeBase), got {type(knowledge).__name__}"
     )
+
+
+_RENAMED = {
+    "LangChainKnowledgeBase": "RetrieverKnowledgeBase",
+    "LangChainVectorKnowledgeBase": "VectorStoreKnowledgeBase",
+}
+
+
+def __getattr__(name: str) -> Any:
+    return renamed_attribute(__name__, name, _RENAMED, globals())

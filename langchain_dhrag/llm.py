@@ -1,7 +1,10 @@
 """A LangChain chat model as ``dhrag_core``'s ``LLM``, for the core's ``LLMRewriter``.
 
-* ``ChatModelLLM``: any chat model (or runnable) behind the ``LLM`` protocol.
+* ``LangChainLLM``: any chat model (or runnable) behind the ``LLM`` protocol.
 * ``as_rewriter``: a chat model as the core's ``LLMRewriter``; a dhrag rewriter as it is.
+
+``LangChainLLM`` was ``ChatModelLLM``, a name that still works for one release (with a
+``DeprecationWarning``).
 """
 
 from __future__ import annotations
@@ -15,17 +18,19 @@ from langchain_core.runnables import Runnable
 from dhrag_core import LLMRewriter, QueryRewriter
 from dhrag_core.llm import LLMError, Message, failures_as_llm_error, framework_messages
 from langchain_dhrag._context import child_config
+from langchain_dhrag._deprecated import renamed_attribute
 
-__all__ = ["ChatModelLLM", "as_rewriter"]
+__all__ = ["LangChainLLM", "as_rewriter"]
 
 _ROLES: dict[str, type[BaseMessage]] = {
     "system": SystemMessage, "user": HumanMessage, "assistant": AIMessage,
 }
 
 
-class ChatModelLLM:
+class LangChainLLM:
     """A LangChain chat model as dhrag_core's ``LLM`` protocol (``complete``/``acomplete``),
-    for the core's ``LLMRewriter`` (its prompt, gate and fallback).
+    for the core's ``LLMRewriter`` (its prompt, gate and fallback); the LlamaIndex adapter's
+    counterpart is ``LlamaIndexLLM``.
 
     ``max_tokens``, ``temperature`` and ``timeout`` are the model's own settings (configure
     the model); failures are raised as ``LLMError``, which makes the rewriter fall back.
@@ -36,7 +41,7 @@ class ChatModelLLM:
     Example:
         >>> from langchain_core.language_models import FakeListChatModel
         >>> from dhrag_core import LLMRewriter
-        >>> llm = ChatModelLLM(FakeListChatModel(responses=["How long is the Great Wall?"]))
+        >>> llm = LangChainLLM(FakeListChatModel(responses=["How long is the Great Wall?"]))
         >>> llm.complete([{"role": "user", "content": "How long is it?"}])
         'How long is the Great Wall?'
         >>> rewriter = LLMRewriter(llm)
@@ -82,13 +87,17 @@ class ChatModelLLM:
 
 
 def as_rewriter(rewriter: Any) -> QueryRewriter | None:
-    """A chat model (or runnable) as the core's ``LLMRewriter(ChatModelLLM(model))``; a
+    """A chat model (or runnable) as the core's ``LLMRewriter(LangChainLLM(model))``; a
     dhrag rewriter or None as it is."""
     if rewriter is None or isinstance(rewriter, QueryRewriter):
         return rewriter
     if isinstance(rewriter, Runnable):
-        return LLMRewriter(ChatModelLLM(rewriter))
+        return LLMRewriter(LangChainLLM(rewriter))
     raise TypeError(
         "rewriter must be a dhrag QueryRewriter or a LangChain chat model, got "
         f"{type(rewriter).__name__}"
     )
+
+
+def __getattr__(name: str) -> Any:
+    return renamed_attribute(__name__, name, {"ChatModelLLM": "LangChainLLM"}, globals())

@@ -17,7 +17,7 @@ from dhrag_core import DHRAG, Passage, Selection
 from dhrag_core.transcript import Role
 from dhrag_core.validation import check_session_id
 from langchain_dhrag._context import missing_session
-from langchain_dhrag.documents import (
+from langchain_dhrag.convert import (
     documents_to_passages,
     format_history,
     history_messages,

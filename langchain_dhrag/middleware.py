@@ -21,7 +21,7 @@ from langgraph.runtime import Runtime
 from dhrag_core import DHRAG, Selection
 from dhrag_core.validation import check_k, check_session_id
 from langchain_dhrag._context import session_from_config
-from langchain_dhrag.documents import format_documents, format_history, selection_to_documents
+from langchain_dhrag.convert import format_documents, format_history, selection_to_documents
 
 __all__ = ["DHRAGMiddleware"]
 

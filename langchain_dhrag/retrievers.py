@@ -19,7 +19,7 @@ from dhrag_core.pipeline.engine import EngineCloser
 from dhrag_core.store import HistoryStore
 from dhrag_core.validation import check_k
 from langchain_dhrag._context import caller_context, session_from_config
-from langchain_dhrag.documents import documents_to_passages, selection_to_documents
+from langchain_dhrag.convert import documents_to_passages, selection_to_documents
 from langchain_dhrag.knowledge import knowledge_and_embedder
 from langchain_dhrag.llm import as_rewriter
 
@@ -98,7 +98,7 @@ class DHRAGRetriever(EngineCloser, BaseRetriever):
             settings: DH-RAG settings (``Settings(kb_k=...)`` sets how many passages are
                 fetched from ``knowledge`` per query).
             rewriter: dhrag ``QueryRewriter`` or a chat model (the core's ``LLMRewriter``
-                over ``ChatModelLLM(model)``).
+                over ``LangChainLLM(model)``).
             search: ``"auto"`` (by vector where the source allows it, else by text),
                 ``"vector"`` or ``"text"``.
             **fields: ``k``, ``session_id`` and other retriever fields.
@@ -198,8 +198,8 @@ class DHRAGRetriever(EngineCloser, BaseRetriever):
 
         The passages are ``documents`` when given, else those this retriever (or another
         component on the same engine) returned for ``query`` in this session -- the latest
-        retrieval, if it was for this query; else none. (The LlamaIndex ``DHRAGRetriever``
-        is bound to one conversation: ``record(query, answer, nodes=...)``.)
+        retrieval, if it was for this query; else none. The LlamaIndex ``DHRAGRetriever`` and
+        the core's ``DHRAG.record`` take the same ``(session_id, query, answer)``.
 
         Example:
             ```python

@@ -17,7 +17,7 @@ from langchain_core.runnables import Runnable, RunnableConfig, ensure_config
 
 from dhrag_core import DHRAG
 from langchain_dhrag._context import session_from_config
-from langchain_dhrag.documents import history_messages
+from langchain_dhrag.convert import history_messages
 from langchain_dhrag.retrievers import DHRAGRetriever
 
 __all__ = ["DHRAGMemoryRunnable", "with_dhrag_memory"]

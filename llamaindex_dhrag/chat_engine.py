@@ -35,6 +35,7 @@ from dhrag_core import DHRAG, Embedder, QueryRewriter, Selection, Settings
 from dhrag_core.pipeline.engine import EngineCloser
 from dhrag_core.store import HistoryStore
 from dhrag_core.validation import check_k, check_session_id, fit_query, one_line
+from llamaindex_dhrag._deprecated import engine_argument, warn_renamed
 from llamaindex_dhrag._stack import caller_level
 from llamaindex_dhrag.answer import DEFAULT_CONTEXT_PROMPT, answer_messages, selection_sources
 from llamaindex_dhrag.build import build_dhrag, check_retriever
@@ -144,7 +145,8 @@ class DHRAGChatEngine(EngineCloser, BaseChatEngine):
     ``reset``.
 
     Args:
-        rag: The DH-RAG pipeline (see ``from_defaults`` to build one over a retriever).
+        engine: The DH-RAG engine (see ``from_defaults`` to build one over a retriever);
+            ``rag=`` is its deprecated name.
         llm: The LlamaIndex LLM that answers (``from_defaults`` falls back to LlamaIndex's
             ``Settings.llm``).
         session_id: Default conversation id (default: none; each call must name one).
@@ -164,18 +166,17 @@ class DHRAGChatEngine(EngineCloser, BaseChatEngine):
 
     def __init__(
         self,
-        rag: DHRAG,
-        llm: LLM,
+        engine: DHRAG | None = None,
+        llm: LLM | None = None,
         *,
         session_id: str | None = None,
         system_prompt: str | None = None,
         context_prompt: str | PromptTemplate | None = None,
         k: int | None = None,
         callback_manager: CallbackManager | None = None,
+        rag: DHRAG | None = None,
     ) -> None:
-        if not isinstance(rag, DHRAG):
-            raise TypeError(f"rag must be a dhrag_core.DHRAG, got {type(rag).__name__}")
-        self._rag = rag
+        self._rag = engine_argument(engine, rag, "DHRAGChatEngine")
         self._llm = check_llm(llm)
         self._session_id = None if session_id is None else check_session_id(session_id)
         if system_prompt is not None and not isinstance(system_prompt, str):
@@ -257,8 +258,14 @@ class DHRAGChatEngine(EngineCloser, BaseChatEngine):
     # -- properties ------------------------------------------------------------------------
 
     @property
+    def engine(self) -> DHRAG:
+        """The DH-RAG engine (history database at ``engine.history``)."""
+        return self._rag
+
+    @property
     def rag(self) -> DHRAG:
-        """The DH-RAG pipeline (history database at ``rag.history``)."""
+        """Deprecated: ``engine``."""
+        warn_renamed("DHRAGChatEngine.rag", "DHRAGChatEngine.engine")
         return self._rag
 
     @property

@@ -1,11 +1,15 @@
 """Type translations between dhrag records and LlamaIndex objects (no logic of their own).
 
-* ``passage_from_node``: a retrieved ``NodeWithScore`` as a dhrag ``Passage``.
+* ``node_to_passage``: a retrieved ``NodeWithScore`` as a dhrag ``Passage``.
 * ``selection_trace``: a ``Selection`` as one JSON-friendly dict (rewritten query, selected
   history turns with their weights, context items with their integration weights).
 * ``selection_to_nodes``: the integrated context as ``NodeWithScore``s, score = integration
   weight, the per-item trace under ``node.metadata["dhrag"]``.
 * ``turns_to_messages`` / ``message_pairs``: stored turns <-> user/assistant ``ChatMessage``s.
+
+The LangChain adapter's translations are in ``langchain_dhrag.convert`` (``document_to_passage``,
+``selection_to_documents``). ``node_to_passage`` was ``passage_from_node``, a name that still
+works for one release (with a ``DeprecationWarning``).
 """
 
 from __future__ import annotations
@@ -19,13 +23,14 @@ from llama_index.core.schema import MetadataMode, NodeWithScore, TextNode
 
 from dhrag_core import Passage, SelectedTurn, Selection, Turn
 from dhrag_core.transcript import exchanges
+from llamaindex_dhrag._deprecated import renamed_attribute
 
 __all__ = [
     "TRACE_KEY",
     "format_context",
     "message_pairs",
     "message_text",
-    "passage_from_node",
+    "node_to_passage",
     "selection_to_nodes",
     "selection_trace",
     "turns_to_messages",
@@ -37,7 +42,7 @@ TRACE_KEY = "dhrag"
 _SCALAR = (str, int, float, bool, type(None))
 
 
-def passage_from_node(node: NodeWithScore) -> Passage:
+def node_to_passage(node: NodeWithScore) -> Passage:
     """A LlamaIndex ``NodeWithScore`` as a dhrag ``Passage``.
 
     The text is the node's content without metadata; the id is the node id (so the same node
@@ -47,7 +52,7 @@ def passage_from_node(node: NodeWithScore) -> Passage:
 
     Example:
         >>> from llama_index.core.schema import TextNode
-        >>> p = passage_from_node(NodeWithScore(node=TextNode(text="Hi", id_="n1"), score=0.5))
+        >>> p = node_to_passage(NodeWithScore(node=TextNode(text="Hi", id_="n1"), score=0.5))
         >>> (p.id, p.text, p.score)
         ('n1', 'Hi', 0.5)
     """
@@ -179,3 +184,7 @@ def message_pairs(messages: Sequence[ChatMessage]) -> list[tuple[str, str]]:
         elif m.role == MessageRole.ASSISTANT and pairs and text.strip():
             pairs[-1][1].append(text)
     return [(q, "\n".join(a)) for q, a in pairs]
+
+
+def __getattr__(name: str) -> Any:
+    return renamed_attribute(__name__, name, {"passage_from_node": "node_to_passage"}, globals())

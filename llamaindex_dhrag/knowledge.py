@@ -2,15 +2,20 @@
 
 * ``RetrieverKnowledgeBase``: any LlamaIndex ``BaseRetriever``, searched by the rewritten
   query's text.
-* ``VectorIndexKnowledgeBase``: a vector index's retriever searched by DH-RAG's expanded query
-  vector (a ``QueryBundle`` carrying the embedding).
+* ``VectorStoreKnowledgeBase``: a vector index's retriever searched by DH-RAG's expanded
+  query vector (a ``QueryBundle`` carrying the embedding).
 * ``knowledge_and_embedder``: which path a retriever gets (by vector or by text) and the
   embedder of the engine (the index's own embedding model when it has one).
+
+The LangChain adapter has the same two classes under the same names.
+``VectorStoreKnowledgeBase`` was ``VectorIndexKnowledgeBase``, a name that still works for one
+release (with a ``DeprecationWarning``).
 """
 
 from __future__ import annotations
 
 import asyncio
+from typing import Any
 
 import numpy as np
 from llama_index.core.base.base_retriever import BaseRetriever
@@ -23,12 +28,13 @@ from dhrag_core import Embedder, KnowledgeBase, Passage
 from dhrag_core.knowledge.base import query_rows
 from dhrag_core.knowledge.path import search_path
 from dhrag_core.validation import SearchPath, check_k
-from llamaindex_dhrag.convert import passage_from_node
+from llamaindex_dhrag._deprecated import renamed_attribute
+from llamaindex_dhrag.convert import node_to_passage
 from llamaindex_dhrag.embeddings import DHRAGEmbedding, as_embedder
 
 __all__ = [
     "RetrieverKnowledgeBase",
-    "VectorIndexKnowledgeBase",
+    "VectorStoreKnowledgeBase",
     "dense",
     "knowledge_and_embedder",
 ]
@@ -61,7 +67,7 @@ class RetrieverKnowledgeBase:
     def search(self, query: str, k: int) -> list[Passage]:
         """The retriever's first ``k`` nodes for ``query``, as passages."""
         check_k(k)
-        return [passage_from_node(n) for n in self.retriever.retrieve(query)[:k]]
+        return [node_to_passage(n) for n in self.retriever.retrieve(query)[:k]]
 
     async def asearch(self, query: str, k: int) -> list[Passage]:
         """``search`` without blocking the event loop.
@@ -75,10 +81,10 @@ class RetrieverKnowledgeBase:
             nodes = await asyncio.to_thread(self.retriever.retrieve, query)
         else:
             nodes = await self.retriever.aretrieve(query)
-        return [passage_from_node(n) for n in nodes[:k]]
+        return [node_to_passage(n) for n in nodes[:k]]
 
 
-class VectorIndexKnowledgeBase(RetrieverKnowledgeBase):
+class VectorStoreKnowledgeBase(RetrieverKnowledgeBase):
     """A vector index's retriever (``index.as_retriever()``) searched by vector.
 
     ``search_vectors``/``asearch_vectors`` hand the retriever a ``QueryBundle`` carrying the
@@ -106,13 +112,13 @@ class VectorIndexKnowledgeBase(RetrieverKnowledgeBase):
     def search_vectors(self, vectors: np.ndarray, k: int) -> list[list[Passage]]:
         """The first ``k`` nodes for each row of ``vectors``, as passages."""
         check_k(k)
-        return [[passage_from_node(n) for n in self.retriever.retrieve(b)[:k]]
+        return [[node_to_passage(n) for n in self.retriever.retrieve(b)[:k]]
                 for b in self._bundles(vectors)]
 
     async def asearch_vectors(self, vectors: np.ndarray, k: int) -> list[list[Passage]]:
         """``search_vectors`` through the retriever's ``aretrieve``."""
         check_k(k)
-        return [[passage_from_node(n) for n in (await self.retriever.aretrieve(b))[:k]]
+        return [[node_to_passage(n) for n in (await self.retriever.aretrieve(b))[:k]]
                 for b in self._bundles(vectors)]
 
 
@@ -130,7 +136,7 @@ def knowledge_and_embedder(
     """The knowledge base and the engine's embedder for a LlamaIndex retriever.
 
     A vector index's retriever in the default query mode is searched by vector
-    (``VectorIndexKnowledgeBase``) when the engine embeds with the index's own embedding
+    (``VectorStoreKnowledgeBase``) when the engine embeds with the index's own embedding
     model: with ``embedder`` left None it is used (no second model), or ``embedder`` is it
     (or the dhrag embedder inside its ``DHRAGEmbedding``).
     Other retrievers, or another ``embedder``, get the text path (``RetrieverKnowledgeBase``;
@@ -147,5 +153,12 @@ def knowledge_and_embedder(
                        needs="a VectorIndexRetriever in the default query mode and the "
                              "index's own embedding model (leave embedder unset)")
     if path == "vector":
-        return VectorIndexKnowledgeBase(retriever), as_embedder(own)
+        return VectorStoreKnowledgeBase(retriever), as_embedder(own)
     return RetrieverKnowledgeBase(retriever), as_embedder(embedder)
+
+
+_RENAMED = {"VectorIndexKnowledgeBase": "VectorStoreKnowledgeBase"}
+
+
+def __getattr__(name: str) -> Any:
+    return renamed_attribute(__name__, name, _RENAMED, globals())

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Literal
+from typing import Any, Literal, overload
 
 from llama_index.core.base.base_retriever import BaseRetriever
 from llama_index.core.base.embeddings.base import BaseEmbedding
@@ -23,10 +23,22 @@ from dhrag_core import (
 from dhrag_core.pipeline.engine import EngineCloser
 from dhrag_core.store import HistoryStore
 from dhrag_core.validation import check_k, check_session_id
+from llamaindex_dhrag._deprecated import engine_argument, warn_renamed
 from llamaindex_dhrag.build import build_dhrag
-from llamaindex_dhrag.convert import passage_from_node, selection_to_nodes
+from llamaindex_dhrag.convert import node_to_passage, selection_to_nodes
 
 __all__ = ["DHRAGRetriever"]
+
+
+class _Required:
+    """The default of ``record``'s arguments: not given (an explicit None is passed on, for
+    the engine to refuse)."""
+
+    def __repr__(self) -> str:
+        return "<required>"
+
+
+_UNSET: Any = _Required()
 
 
 class DHRAGRetriever(EngineCloser, BaseRetriever):
@@ -38,43 +50,45 @@ class DHRAGRetriever(EngineCloser, BaseRetriever):
     score and the trace in ``node.metadata["dhrag"]``.
 
     **Recording.** Retrieval stores nothing (a retriever never sees the answer): call
-    ``record(query, answer)`` once the answer is known -- it stores the turn with the
-    nodes this retrieval returned -- so the next query sees it. ``DHRAGChatEngine`` records
-    by itself. The LangChain ``DHRAGRetriever`` records the same way,
-    ``record(session_id, query, answer, documents=...)``: it serves many sessions (one per
-    call's config), this one serves the conversation it was made for; ``nodes`` and
-    ``documents`` are each framework's name for the passages shown.
+    ``record(session_id, query, answer)`` once the answer is known -- it stores the turn
+    with the nodes this retrieval returned -- so the next query sees it. ``DHRAGChatEngine``
+    records by itself. The shape is that of the LangChain ``DHRAGRetriever``
+    (``record(session_id, query, answer, documents=...)``) and of ``DHRAG.record``; ``nodes``
+    and ``documents`` are each framework's name for the passages shown. The old form
+    ``record(query, answer)`` (this retriever's session) still works for one release, with a
+    ``DeprecationWarning``.
 
     Args:
-        rag: The DH-RAG pipeline (``from_defaults`` builds one over another retriever).
+        engine: The DH-RAG engine (``from_defaults`` builds one over another retriever);
+            ``rag=`` is its deprecated name.
         session_id: The conversation this retriever serves (required: one retriever per
             conversation, so that users never share a history by accident).
         k: Nodes returned; default ``Settings.context_k``.
         callback_manager: LlamaIndex callbacks.
 
     Example:
-        >>> retriever = DHRAGRetriever(rag, session_id="alice")  # doctest: +SKIP
+        >>> retriever = DHRAGRetriever(engine, session_id="alice")  # doctest: +SKIP
         >>> nodes = retriever.retrieve("How long is it?")  # doctest: +SKIP
         >>> nodes[0].node.metadata["dhrag"]["rewritten_query"]  # doctest: +SKIP
-        >>> retriever.record("How long is it?", "About 21,196 km.")  # doctest: +SKIP
+        >>> retriever.record("alice", "How long is it?", "About 21,196 km.")  # doctest: +SKIP
     """
 
     def __init__(
         self,
-        rag: DHRAG,
+        engine: DHRAG | None = None,
         *,
         session_id: str | None = None,
         k: int | None = None,
         callback_manager: CallbackManager | None = None,
+        rag: DHRAG | None = None,
     ) -> None:
-        if not isinstance(rag, DHRAG):
-            raise TypeError(f"rag must be a dhrag_core.DHRAG, got {type(rag).__name__}")
+        engine = engine_argument(engine, rag, "DHRAGRetriever")
         if session_id is None:
             raise ValueError(
                 'no session id: pass DHRAGRetriever(..., session_id="...") -- one retriever '
                 "per conversation (DHRAGChatEngine takes a session_id per chat call)"
             )
-        self._rag = rag
+        self._engine = engine
         self._session_id = check_session_id(session_id)
         self._k = None if k is None else check_k(k)
         super().__init__(callback_manager=callback_manager)
@@ -100,26 +114,33 @@ class DHRAGRetriever(EngineCloser, BaseRetriever):
             >>> r = DHRAGRetriever.from_defaults(  # doctest: +SKIP
             ...     index.as_retriever(similarity_top_k=20), session_id="alice")
         """
-        rag = build_dhrag(retriever, embedder=embedder, store=store, settings=settings,
-                          rewriter=rewriter, llm=llm, search=search)
-        return cls(rag, session_id=session_id, k=k)
+        engine = build_dhrag(retriever, embedder=embedder, store=store, settings=settings,
+                             rewriter=rewriter, llm=llm, search=search)
+        return cls(engine, session_id=session_id, k=k)
+
+    @property
+    def engine(self) -> DHRAG:
+        """The DH-RAG engine (history database at ``engine.history``)."""
+        return self._engine
 
     @property
     def rag(self) -> DHRAG:
-        return self._rag
+        """Deprecated: ``engine``."""
+        warn_renamed("DHRAGRetriever.rag", "DHRAGRetriever.engine")
+        return self._engine
 
     @property
     def session_id(self) -> str:
         return self._session_id
 
     def _engine_to_close(self) -> DHRAG:
-        return self._rag
+        return self._engine
 
     @property
     def last_selection(self) -> Selection | None:
         """The latest retrieval's selection until its turn is recorded (trace, history and
         rewritten query), else None."""
-        return self._rag.pending(self._session_id)
+        return self._engine.pending(self._session_id)
 
     @staticmethod
     def _check_query(query: object) -> None:
@@ -141,30 +162,78 @@ class DHRAGRetriever(EngineCloser, BaseRetriever):
 
     def _retrieve(self, query_bundle: QueryBundle) -> list[NodeWithScore]:
         return selection_to_nodes(
-            self._rag.select(self._session_id, query_bundle.query_str, self._k))
+            self._engine.select(self._session_id, query_bundle.query_str, self._k))
 
     async def _aretrieve(self, query_bundle: QueryBundle) -> list[NodeWithScore]:
         return selection_to_nodes(
-            await self._rag.aselect(self._session_id, query_bundle.query_str, self._k))
+            await self._engine.aselect(self._session_id, query_bundle.query_str, self._k))
 
     @staticmethod
     def _passages(nodes: Sequence[NodeWithScore] | None) -> list[Passage] | None:
-        return None if nodes is None else [passage_from_node(n) for n in nodes]
+        return None if nodes is None else [node_to_passage(n) for n in nodes]
+
+    def _turn(self, session_id: str, query: str, answer: str) -> tuple[str, str, str]:
+        """``(session_id, query, answer)`` of a ``record`` call, the deprecated
+        ``record(query, answer)`` (this retriever's session) included."""
+        if _UNSET not in (session_id, query, answer):
+            return session_id, query, answer
+        given = [v for v in (session_id, query, answer) if v is not _UNSET]
+        if len(given) != 2:
+            raise TypeError("record() takes session_id, query and answer")
+        warn_renamed("DHRAGRetriever.record(query, answer)",
+                     "record(session_id, query, answer), as in LangChain's DHRAGRetriever",
+                     stacklevel=4)
+        return self._session_id, given[0], given[1]
+
+    @overload
+    def record(
+        self, session_id: str, query: str, answer: str, *,
+        nodes: Sequence[NodeWithScore] | None = None,
+    ) -> AddResult: ...
+
+    @overload
+    def record(
+        self, query: str, answer: str, /, *, nodes: Sequence[NodeWithScore] | None = None
+    ) -> AddResult: ...
 
     def record(
-        self, query: str, answer: str, *, nodes: Sequence[NodeWithScore] | None = None
+        self,
+        session_id: str = _UNSET,
+        query: str = _UNSET,
+        answer: str = _UNSET,
+        *,
+        nodes: Sequence[NodeWithScore] | None = None,
     ) -> AddResult:
-        """Store the turn: ``query``, the passages shown and ``answer``.
+        """Store a turn of ``session_id`` (usually this retriever's ``session_id``):
+        ``query``, the passages shown and ``answer``.
 
         The passages are ``nodes`` when given (e.g. a query engine's ``source_nodes``), else
-        the context of the latest retrieval if it was for the same ``query``.
+        the context of the session's latest retrieval if it was for the same ``query``.
+        ``record(query, answer)`` (deprecated) records in this retriever's session.
         """
-        return self._rag.record(self._session_id, query, answer,
-                                passages=self._passages(nodes))
+        sid, query, answer = self._turn(session_id, query, answer)
+        return self._engine.record(sid, query, answer, passages=self._passages(nodes))
+
+    @overload
+    async def arecord(
+        self, session_id: str, query: str, answer: str, *,
+        nodes: Sequence[NodeWithScore] | None = None,
+    ) -> AddResult: ...
+
+    @overload
+    async def arecord(
+        self, query: str, answer: str, /, *, nodes: Sequence[NodeWithScore] | None = None
+    ) -> AddResult: ...
 
     async def arecord(
-        self, query: str, answer: str, *, nodes: Sequence[NodeWithScore] | None = None
+        self,
+        session_id: str = _UNSET,
+        query: str = _UNSET,
+        answer: str = _UNSET,
+        *,
+        nodes: Sequence[NodeWithScore] | None = None,
     ) -> AddResult:
         """``record`` off the event loop."""
-        return await self._rag.arecord(self._session_id, query, answer,
-                                       passages=self._passages(nodes))
+        sid, query, answer = self._turn(session_id, query, answer)
+        return await self._engine.arecord(sid, query, answer, passages=self._passages(nodes))
+

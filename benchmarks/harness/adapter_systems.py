@@ -144,15 +144,16 @@ class LlamaIndexSystem:
         self.rag.reset(self.session)
 
     def retrieve(self, question: str, k: int) -> list[Passage]:
-        from llamaindex_dhrag import DHRAGRetriever, passage_from_node
+        from llamaindex_dhrag import DHRAGRetriever, node_to_passage
 
         retriever = DHRAGRetriever(self.rag, session_id=self.session, k=k)
-        return [passage_from_node(n) for n in retriever.retrieve(question)]
+        return [node_to_passage(n) for n in retriever.retrieve(question)]
 
     def observe(self, question: str, passages: list[Passage], answer: str) -> None:
         from llamaindex_dhrag import DHRAGRetriever
 
-        DHRAGRetriever(self.rag, session_id=self.session).record(question, answer or "")
+        DHRAGRetriever(self.rag, session_id=self.session).record(self.session, question,
+                                                                 answer or "")
 
 
 def _langchain(search: Search) -> SystemFactory:

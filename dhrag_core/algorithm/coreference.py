@@ -2,9 +2,9 @@
 
 A follow-up question leans on the conversation through a referring expression ("it", "his",
 "they", "there", "that one") or through what it leaves out ("and in 2019?"). ``antecedents``
-finds the phrases the selected turns are about, as they were written (a name, a question's
-subject, a turn that names a topic), and ranks them by the weights DH-RAG gave those turns;
-``resolve`` puts the best one in the place of the query's first referring expression.
+(``subjects``) finds the phrases the selected turns are about and ranks them; ``resolve``
+puts the best one in the place of the query's first referring expression, ``complete_name``
+writes a short form of it in full.
 """
 
 from __future__ import annotations
@@ -12,85 +12,25 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
-from functools import lru_cache
 
+from dhrag_core.algorithm.lexicon import (
+    AUX,
+    BOUNDARY,
+    CONJUNCTIONS,
+    DETERMINERS,
+    POSSESSIVE,
+    PREPOSITIONS,
+    is_capitalised,
+    names_in,
+    phrase_key,
+    words,
+)
+from dhrag_core.algorithm.subjects import Antecedent, antecedents, cue_topic
 from dhrag_core.records import SelectedTurn
 
 __all__ = [
-    "Antecedent", "Resolution", "antecedents", "complete_name", "cue_topic", "is_topic",
-    "names_in",
-    "phrase_key",
-    "referring_expression", "resolve",
+    "Resolution", "antecedents", "complete_name", "cue_topic", "referring_expression", "resolve",
 ]
-
-_DETERMINERS = frozenset({"the", "a", "an", "this", "that", "these", "those", "my", "our",
-                          "your", "its", "their", "his", "her", "each", "every", "any", "some"})
-_WH = frozenset({"what", "who", "whom", "whose", "where", "when", "why", "how", "which"})
-_AUX = frozenset({
-    "is", "are", "was", "were", "am", "be", "been", "being", "do", "does", "did", "can",
-    "could", "should", "would", "will", "shall", "may", "might", "must", "has", "have", "had",
-    "isn't", "aren't", "wasn't", "weren't", "don't", "doesn't", "didn't", "can't", "won't",
-})
-_IMPERATIVE = frozenset({"tell", "give", "list", "explain", "describe", "define", "show",
-                         "name", "compare", "find", "please", "ok", "okay", "so", "and", "but",
-                         "also", "now", "then", "well", "yes", "no", "thanks", "thank"})
-_PRONOUNS = frozenset({"i", "you", "we", "he", "she", "it", "they", "me", "him", "her", "us",
-                       "them", "its", "his", "their", "our", "your", "my", "mine", "yours",
-                       "hers", "theirs", "ours", "itself", "himself", "herself", "themselves",
-                       "one", "ones", "someone", "anyone", "anything", "something",
-                       "everything", "nothing", "else", "there", "here"})
-_PREPOSITIONS = frozenset({
-    "in", "on", "at", "to", "for", "with", "from", "by", "about", "into", "onto", "over",
-    "under", "after", "before", "during", "since", "until", "between", "among", "against",
-    "through", "without", "within", "per", "via", "like", "than", "as", "out", "off", "up",
-    "down", "around", "across", "behind", "besides", "except", "toward", "towards", "upon",
-})
-_CONJUNCTIONS = frozenset({"and", "or", "but", "nor", "so", "yet", "if", "because", "while",
-                           "whether", "that", "then", "when", "where", "also", "not", "too",
-                           "very", "more", "most", "less", "least", "much", "many", "just",
-                           "only", "ever", "never", "still", "already", "really", "other",
-                           "another", "such", "same", "first", "last", "next", "again"})
-_VERBS = frozenset({
-    "begin", "began", "begun", "become", "became", "break", "broke", "build", "built", "buy",
-    "bought", "cause", "caused", "change", "changed", "come", "came", "cost", "costs", "create",
-    "created", "die", "died", "do", "done", "end", "ended", "feel", "felt", "find", "found",
-    "get", "gets", "got", "give", "gave", "given", "go", "goes", "went", "gone", "grow", "grew",
-    "happen", "happens", "happened", "have", "help", "helped", "hold", "held", "include",
-    "includes", "included", "keep", "kept", "know", "knew", "known", "lead", "led", "leave",
-    "left", "live", "lived", "look", "looks", "lose", "lost", "make", "makes", "made", "mean",
-    "means", "meant", "move", "moved", "need", "needs", "play", "plays", "played", "put",
-    "reach", "release", "released", "remain", "run", "ran", "say", "said", "see", "saw", "seen",
-    "sell", "sold", "serve", "served", "set", "show", "showed", "shown", "sign", "signed",
-    "start", "starts", "started", "stay", "take", "takes", "took", "taken", "tell", "told",
-    "think", "thought", "try", "tried", "turn", "turned", "use", "used", "want", "wanted",
-    "win", "won", "work", "works", "worked", "write", "wrote", "written", "affect", "affects",
-    "apply", "applies", "require", "requires", "required", "compare", "differ", "located",
-    "called", "born", "based"
-})
-_ADVERBS = frozenset({"exactly", "actually", "really", "usually", "typically", "generally",
-                      "normally", "currently", "still", "even", "ever", "just", "basically"})
-_DO_SUPPORT = frozenset({"do", "does", "did", "can", "could", "will", "would", "should", "may",
-                         "might", "must", "don't", "doesn't", "didn't", "can't", "won't"})
-_BOUNDARY = _WH | _AUX | _PRONOUNS | _PREPOSITIONS | _CONJUNCTIONS | _VERBS | _IMPERATIVE
-
-_WORD = re.compile(r"[A-Za-z0-9][\w'\u2019&.-]*[\w]|[A-Za-z0-9]")
-_PAREN = re.compile(r"\s*\([^)]*\)")
-_TOPIC_MAX_WORDS = 7
-
-
-@dataclass(frozen=True)
-class Antecedent:
-    """A phrase the selected turns are about: ``text`` as written, ``score`` from their weights.
-
-    ``kind`` is ``"name"`` (capitalised), ``"topic"`` (a turn that is only a phrase),
-    ``"cue"`` (the subject a cue named: "what about X?"),
-    ``"phrase"`` (a question's noun phrase) or ``"action"`` (what a how-to question asks to do).
-    """
-
-    text: str
-    kind: str
-    score: float
-    key: frozenset[str]
 
 
 @dataclass(frozen=True)
@@ -101,251 +41,6 @@ class Resolution:
     text: str
     replaced: str | None
     antecedent: Antecedent
-
-
-def _words(text: str) -> list[re.Match[str]]:
-    return list(_WORD.finditer(text))
-
-
-_POSSESSIVE = re.compile(r"['\u2019]s?$")
-
-
-def _key(text: str) -> frozenset[str]:
-    """Content words of a phrase, lower-cased, possessive dropped: phrases with the same key
-    are one antecedent."""
-    out = (_POSSESSIVE.sub("", w.lower()) for w in _WORD.findall(text))
-    return frozenset(w for w in out if w and w not in _BOUNDARY and w not in _DETERMINERS)
-
-
-def _is_capitalised(word: str) -> bool:
-    return word[0].isupper() and word.lower() != "i"
-
-
-def _names(text: str) -> list[str]:
-    """Capitalised spans inside sentences ("Great Wall of China", "NFL"), as written."""
-    out: list[str] = []
-    for sentence in re.split(r"(?<=[.!?:;])\s+|\n+", text):
-        ws = _words(sentence)
-        i = 0
-        while i < len(ws):
-            w = ws[i].group()
-            if not _is_capitalised(w) or (i == 0 and w.lower() in _BOUNDARY | _DETERMINERS):
-                i += 1
-                continue
-            j = i + 1
-            while j < len(ws) and not sentence[ws[j - 1].end():ws[j].start()].strip():
-                nxt = ws[j].group()
-                if _is_capitalised(nxt):
-                    j += 1
-                elif (nxt.lower() in {"of", "de", "the", "and", "&", "von", "van", "du", "la"}
-                      and j + 1 < len(ws) and _is_capitalised(ws[j + 1].group())):
-                    j += 2
-                else:
-                    break
-            if i > 0 or j - i > 1:  # a lone sentence-initial word is rarely a name
-                out.append(_POSSESSIVE.sub("", sentence[ws[i].start():ws[j - 1].end()]))
-            i = j
-    return out
-
-
-def _noun_phrase(
-    text: str, ws: list[re.Match[str]], start: int, name_ends: bool = True
-) -> str | None:
-    """The noun phrase starting at word ``start``: a determiner, then words up to a boundary
-    (a verb, preposition, pronoun...); "of" joins a second phrase ("the wall of China").
-    With ``name_ends``, a lower-case word after a name ends it ("did Terry Bradshaw retire")."""
-    j = start
-    if j < len(ws) and ws[j].group().lower() in _DETERMINERS - {"his", "her", "its", "their"}:
-        j += 1
-    first = j
-    while j < len(ws):
-        w = ws[j].group()
-        lw = w.lower()
-        if lw == "of" and j > first and j + 1 < len(ws):
-            rest = _noun_phrase(text, ws, j + 1)
-            if rest is None:
-                break
-            return text[ws[start].start():ws[j + 1].start() + len(rest)]
-        if lw in _BOUNDARY or lw in _DETERMINERS or (j > first and not _is_capitalised(w) and (
-            (lw.endswith("ed") and len(lw) > 4)
-            or (name_ends and _is_capitalised(ws[j - 1].group()))
-        )) or (j > first and text[ws[j - 1].end():ws[j].start()].strip()):
-            break
-        j += 1
-        if j - first >= 6:
-            break
-    if j == first:
-        return None
-    return text[ws[start].start():ws[j - 1].end()]
-
-
-_SWITCH = re.compile(
-    r"^\W*(?:(?:ok(?:ay)?|so|and|but|now|well|hey|also)\W+)*(?:(?:totally|completely|slightly)\s+)?"
-    r"(?:unrelated|off[\s-]topic|(?:a\s+)?(?:different|new|another|other)\s+(?:topic|question|"
-    r"subject|thing)|switching\s+(?:topics?|subjects?|gears)|changing\s+(?:the\s+)?(?:topic|"
-    r"subject)|random\s+question|quick\s+question|on\s+another\s+note|by\s+the\s+way)"
-    r"(?:\s+(?:but|now|though))?\s*(?:[,:;.!?]+|\s-+|\s\u2013)\s*",
-    re.IGNORECASE,
-)
-"""A lead that announces a change of subject ("different topic -", "unrelated, but")."""
-_CUE = re.compile(
-    r"^\W*(?:(?:ok(?:ay)?|so|and|but|now|well|alright)\W+)*"
-    r"(?:(?:(?:going|coming|getting|switching)\s+)?back\s+to|(?:what|how)\s+about|what\s+of|"
-    r"as\s+for|regarding|now\s+for|and)\s+(?P<topic>[^,:;?!.\u2013]+?)"
-    r"\s*(?:[,:;?!.\u2013]|\s-+\s|$)",
-    re.IGNORECASE,
-)
-"""A lead that names the subject of the rest ("back to the roth ira, ...", "what about
-Alan Shepard?", "and the pantheon, what's that?")."""
-_CUE_MAX_WORDS = 6
-
-
-def cue_topic(text: str) -> tuple[str | None, str]:
-    """The subject a question's lead names ("what about X, ...", "back to X: ..."), if any,
-    and the rest of the question, an announced change of subject ("unrelated, but") dropped.
-    """
-    rest = _SWITCH.sub("", text, count=1)
-    m = _CUE.match(rest)
-    if m is None:
-        return None, rest
-    topic = m.group("topic").strip()
-    ws = _words(topic)
-    lower = [w.group().lower() for w in ws]
-    if (not ws or len(ws) > _CUE_MAX_WORDS
-            or lower[0] in _PRONOUNS | _WH | _AUX | _VERBS | _PREPOSITIONS
-            or not _key(topic) or any(w in _WH | _AUX for w in lower)):
-        return None, rest
-    return topic, rest[m.end():]
-
-
-def _question_phrases(text: str) -> list[tuple[str, str]]:
-    """``(phrase, kind)`` of one user turn: the whole turn when it only names a topic, the
-    subject a cue names ("back to X, ..."), the subject of "what is X" / "tell me about X"
-    / "who invented X", the action of "how do I X", determiner-led noun phrases."""
-    topic, text = cue_topic(text)
-    if topic is not None:
-        return [(topic, "cue"), *_question_phrases(text)] if text.strip() else [(topic, "cue")]
-    stripped = text.strip().rstrip("?.!").strip()
-    ws = _words(stripped)
-    if not ws:
-        return []
-    lower = [w.group().lower() for w in ws]
-    out: list[tuple[str, str]] = []
-    if ("?" not in text and len(ws) <= _TOPIC_MAX_WORDS and lower[0] not in _WH | _AUX
-            and lower[0] not in _IMPERATIVE and not any(w in _VERBS for w in lower)):
-        out.append((_PAREN.sub("", stripped).strip(), "topic"))
-        return out
-    i = 0
-    while i < len(ws) and lower[i] in _IMPERATIVE:
-        i += 1
-    if i < len(ws) and lower[i] in _WH:
-        i += 1
-        if i < len(ws) and lower[i] in {"much", "many", "long", "far", "often", "old", "big"}:
-            i += 1
-        while i + 1 < len(ws) and lower[i] in _ADVERBS:
-            i += 1
-    if i + 1 < len(ws) and lower[i] in _AUX | {"me", "about", "us"}:
-        i += 1
-        while i + 1 < len(ws) and lower[i] in _ADVERBS:
-            i += 1
-        if lower[i - 1] == "me" and i < len(ws) and lower[i] == "about":
-            i += 1
-    if i < len(ws) and lower[i] in {"i", "you", "we"} and i + 1 < len(ws) and (
-            lower[0] == "how" or lower[0] in _AUX):
-        action = stripped[ws[i + 1].start():]
-        if action:
-            out.append((action, "action"))
-    elif 0 < i < len(ws) and i + 1 < len(ws) and lower[0] in {"who", "what", "which"} \
-            and lower[i - 1] in _WH and _verb_like(lower[i], lower[i + 1]):
-        # "who invented the cotton gin", "what causes sickle cell disease": the object
-        subject = _noun_phrase(stripped, ws, i + 1)
-        if subject is not None:
-            out.append((subject, "phrase"))
-        i += 1
-    elif 0 < i < len(ws):
-        subject = _noun_phrase(stripped, ws, i, name_ends=lower[i - 1] in _DO_SUPPORT)
-        end = stripped.index(subject) + len(subject) if subject is not None else 0
-        after = _words(stripped[end:])
-        runs_on = not after or after[0].group().lower() not in _BOUNDARY
-        if (subject is not None and i > 0 and lower[i - 1] in _DO_SUPPORT and runs_on
-                and " " in subject.strip() and subject.split()[-1].islower()):
-            subject = subject.rsplit(" ", 1)[0]  # "did the band tour": "tour" is the verb
-            if subject.lower() in _DETERMINERS:
-                subject = None
-        if subject is not None:
-            out.append((subject, "phrase"))
-    for k, w in enumerate(lower):
-        if k > i and w in {"the", "a", "an"}:
-            np = _noun_phrase(stripped, ws, k)
-            if np is not None:
-                out.append((np, "object"))
-    return out
-
-
-def _verb_like(word: str, following: str) -> bool:
-    """Whether ``word``, right after "who" / "what", is the question's verb: a known verb, a
-    past tense, or a present tense followed by its object's determiner."""
-    return (word in _VERBS or (word.endswith("ed") and len(word) > 4)
-            or (word.endswith("s") and not word.endswith("ss") and following in _DETERMINERS)
-            or (word.endswith("es") and len(word) > 4))
-
-
-_KIND_WEIGHT = {"topic": 5.0, "cue": 5.0, "name": 1.0, "phrase": 1.0, "action": 1.0, "object": 0.5}
-_RESPONSE_WEIGHT = 0.25
-
-
-@lru_cache(maxsize=4096)
-def _turn_phrases(
-    query: str, response: str
-) -> tuple[tuple[tuple[str, str, frozenset[str]], ...], tuple[frozenset[str], ...]]:
-    """A turn's phrases ``(text, kind, key)`` and the keys of the names its response
-    mentions; cached, as a session selects the same turns again and again."""
-    phrases = _question_phrases(query) + [(n, "name") for n in _names(query)]
-    out = []
-    for text, kind in phrases:
-        text = _PAREN.sub("", text).strip() if kind != "action" else text
-        key = _key(text)
-        if key:
-            out.append((text, kind, key))
-    mentioned = tuple(k for k in map(_key, _names(response)) if k)
-    return tuple(out), mentioned
-
-
-def antecedents(history: Sequence[SelectedTurn]) -> list[Antecedent]:
-    """Phrases of the selected turns, best first.
-
-    A phrase scores the history weight of each turn that mentions it (its query fully, its
-    response at a quarter), times a factor of its kind; a short form ("Zappa") adds its score
-    to the longest form the user wrote ("Frank Zappa").
-    """
-    found: dict[frozenset[str], tuple[str, str]] = {}
-    score: dict[frozenset[str], float] = {}
-    order: dict[frozenset[str], int] = {}
-    for s in sorted(history, key=lambda s: s.turn.index):
-        phrases, mentioned = _turn_phrases(s.turn.query, s.turn.response)
-        for text, kind, key in phrases:
-            weight = _KIND_WEIGHT[kind] * s.weight
-            old = found.get(key)
-            if old is None or _KIND_WEIGHT[kind] > _KIND_WEIGHT[old[1]] or (
-                    kind == old[1] and len(text) > len(old[0])):
-                found[key] = (text, kind)
-            score[key] = score.get(key, 0.0) + weight
-            order.setdefault(key, len(order))
-        for key in mentioned:
-            score[key] = score.get(key, 0.0) + _RESPONSE_WEIGHT * s.weight
-    # short forms support the longer phrase that contains them
-    total = dict(score)
-    for key in found:
-        for other, value in score.items():
-            if other != key and other < key:
-                total[key] += value
-    # the subject the latest turn switched to ("and what about X?") is what its follow-up's
-    # "it" means, however often the older subject was named before
-    latest = max(history, key=lambda s: s.turn.index).turn if history else None
-    switched = {key for _, kind, key in (_turn_phrases(latest.query, latest.response)[0]
-                                         if latest is not None else ()) if kind == "cue"}
-    ranked = sorted(found, key=lambda k: (k not in switched, -total[k], order[k]))
-    return [Antecedent(found[k][0], found[k][1], total[k], k) for k in ranked]
 
 
 _PERSONAL = {"he": "subject", "she": "subject", "him": "object", "his": "possessive",
@@ -385,7 +80,7 @@ _ORDINAL = re.compile(r"\bthe\s+(first|second|third|fourth|fifth|last)(?:\s+one)
 _ORDINALS = {"first": 0, "second": 1, "third": 2, "fourth": 3, "fifth": 4, "last": -1}
 _LIST_LINE = re.compile(r"^\s*(?:\d+[.)]|[-*\u2022])\s+(.+?)\s*$", re.MULTILINE)
 _TOPIC_LEAD = re.compile(r"[:;,]|\b(?:back\s+to|as\s+for|regarding)\b", re.IGNORECASE)
-_NOT_A_NOUN_AFTER_HER = _PREPOSITIONS | _CONJUNCTIONS | _AUX | {"to", "and"}
+_NOT_A_NOUN_AFTER_HER = PREPOSITIONS | CONJUNCTIONS | AUX | {"to", "and"}
 
 
 def referring_expression(query: str) -> re.Match[str] | None:
@@ -407,10 +102,10 @@ def _possessive(text: str) -> str:
 def _agrees(expression: str, antecedent: Antecedent) -> bool:
     e = expression.lower()
     if e in _PERSONAL:  # a name, not a thing of one ("Apple's revenue")
-        return antecedent.kind == "name" or (_is_capitalised(antecedent.text)
-                                             and _is_capitalised(antecedent.text.split()[-1]))
+        return antecedent.kind == "name" or (is_capitalised(antecedent.text)
+                                             and is_capitalised(antecedent.text.split()[-1]))
     if e == "there":
-        return antecedent.kind in {"name", "topic", "cue"} and _is_capitalised(antecedent.text)
+        return antecedent.kind in {"name", "topic", "cue"} and is_capitalised(antecedent.text)
     return antecedent.kind != "action" or e == "it"
 
 
@@ -421,7 +116,7 @@ def _replacement(query: str, m: re.Match[str], a: Antecedent) -> str:
         return f"in {text}"
     role = _PERSONAL.get(e) or _NEUTER.get(e) or "subject"
     if role == "her":
-        nxt = _words(query[m.end():])
+        nxt = words(query[m.end():])
         noun_follows = bool(nxt) and nxt[0].start() <= 1 and (
             nxt[0].group().lower() not in _NOT_A_NOUN_AFTER_HER)
         role = "possessive" if noun_follows else "object"
@@ -448,7 +143,8 @@ def resolve(
                           ordinal.group(1).lower())
         if item is not None:
             text = query[:ordinal.start()] + item + query[ordinal.end():]
-            return Resolution(text, ordinal.group(), Antecedent(item, "name", 0.0, _key(item)))
+            return Resolution(text, ordinal.group(),
+                              Antecedent(item, "name", 0.0, phrase_key(item)))
     m = referring_expression(query)
     gap = _OBJECT_GAP.search(query) if m is None else None
     if m is None and gap is None:
@@ -456,7 +152,7 @@ def resolve(
     cands = antecedents(history) if candidates is None else candidates
     if gap is not None:  # "how long did it take to build?": build what?
         obj = next((a for a in cands if a.kind in ("name", "topic", "cue", "phrase")), None)
-        if obj is None or obj.key & _key(query):
+        if obj is None or obj.key & phrase_key(query):
             return None
         return Resolution(f"{query[:gap.end()]} {obj.text}{query[gap.end():]}", None, obj)
     assert m is not None
@@ -469,11 +165,11 @@ def resolve(
     else:
         agreeing = [a for a in agreeing if a.kind != "action"]
     lead = query[:m.start()]
-    named = _key(lead)
+    named = phrase_key(lead)
     if agreeing and (agreeing[0].key & named or (
             _TOPIC_LEAD.search(lead) and any(a.key <= named for a in cands))):
         return None  # the query names its subject itself
-    if _names(lead) and (_CLAUSE.search(lead) or _PERSONAL.get(expression.lower()) in (
+    if names_in(lead) and (_CLAUSE.search(lead) or _PERSONAL.get(expression.lower()) in (
             "possessive", "her") or _NEUTER.get(expression.lower()) == "possessive"):
         return None  # "Is Herpes lethal and how is it transmitted?": the name is the antecedent
     if _own_subject(lead, expression):
@@ -500,7 +196,7 @@ def _own_subject(lead: str, expression: str) -> bool:
         if m.group("one") and e in ("it", "its", "itself") and (later or e != "it"):
             return True
         many = m.group("many")
-        if (many and later and many.lower() not in _BOUNDARY | _DETERMINERS
+        if (many and later and many.lower() not in BOUNDARY | DETERMINERS
                 and e in ("they", "them", "their", "themselves")):
             return True
     return False
@@ -509,26 +205,26 @@ def _own_subject(lead: str, expression: str) -> bool:
 def complete_name(query: str, antecedent: Antecedent) -> str | None:
     """``query`` with a capitalised short form of ``antecedent`` written in full ("How long
     is the Wall?" -> "How long is the great wall of China?"); ``None`` when it has none."""
-    ws = _words(query)
+    ws = words(query)
     i = 0
     while i < len(ws):
         j = i
-        while j < len(ws) and _is_capitalised(ws[j].group()) and (
-                _key(ws[j].group()) and _key(ws[j].group()) <= antecedent.key):
+        while j < len(ws) and is_capitalised(ws[j].group()) and (
+                phrase_key(ws[j].group()) and phrase_key(ws[j].group()) <= antecedent.key):
             j += 1
         if j == i:
             i += 1
             continue
         start, end = ws[i].start(), ws[j - 1].end()
-        if not _key(query[start:end]) < antecedent.key or _in_longer_name(query, ws, i, j):
+        if not phrase_key(query[start:end]) < antecedent.key or _in_longer_name(query, ws, i, j):
             return None
         text = antecedent.text
-        possessive = _POSSESSIVE.search(query[start:end])
+        possessive = POSSESSIVE.search(query[start:end])
         if possessive:
             text = _possessive(text)
-        lead = _words(text)
-        if i > 0 and ws[i - 1].group().lower() in _DETERMINERS and lead and (
-                lead[0].group().lower() in _DETERMINERS):
+        lead = words(text)
+        if i > 0 and ws[i - 1].group().lower() in DETERMINERS and lead and (
+                lead[0].group().lower() in DETERMINERS):
             start = ws[i - 1].start()
         return query[:start] + text + query[end:]
     return None
@@ -539,23 +235,9 @@ def _in_longer_name(text: str, ws: list[re.Match[str]], i: int, j: int) -> bool:
     sentence's first word aside: "Frank" in "Frank Sinatra" is not Frank Zappa."""
     def joined(k: int) -> bool:
         return (0 < k < len(ws) and not text[ws[k - 1].end():ws[k].start()].strip()
-                and _is_capitalised(ws[k].group()) and _is_capitalised(ws[k - 1].group()))
+                and is_capitalised(ws[k].group()) and is_capitalised(ws[k - 1].group()))
     return joined(j) or (i > 1 and joined(i))
 
-
-def names_in(text: str) -> list[str]:
-    """Capitalised spans inside ``text``'s sentences ("Great Wall of China", "NFL")."""
-    return _names(text)
-
-
-def phrase_key(text: str) -> frozenset[str]:
-    """Content words of ``text``, lower-cased, possessives dropped (an antecedent's ``key``)."""
-    return _key(text)
-
-
-def is_topic(text: str) -> bool:
-    """Whether a turn only names a topic ("enterprise value", "Spousal support")."""
-    return any(kind == "topic" for _, kind in _question_phrases(text))
 
 
 def _list_item(response: str, ordinal: str) -> str | None:
@@ -563,6 +245,6 @@ def _list_item(response: str, ordinal: str) -> str | None:
     else a name of its prose ("the Triple Bridge, the Dragon Bridge and ...")."""
     lines = [re.split(r"[:.;,(]| - ", line, maxsplit=1)[0].strip()
              for line in _LIST_LINE.findall(response)]
-    items = [x for x in lines if x] or _names(response)
+    items = [x for x in lines if x] or names_in(response)
     i = _ORDINALS[ordinal]
     return items[i] if -len(items) <= i < len(items) else None

@@ -8,8 +8,8 @@ the Great Pyramid?", "back to the roth ira, ...") makes a question no follow-up.
 
 from __future__ import annotations
 
-from dhrag_core.algorithm.coreference import cue_topic
 from dhrag_core.algorithm.rewriting import is_incomplete
+from dhrag_core.algorithm.subjects import cue_topic
 
 __all__ = ["is_follow_up"]
 

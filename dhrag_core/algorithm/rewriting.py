@@ -17,18 +17,10 @@ from typing import Protocol, runtime_checkable
 
 import numpy as np
 
-from dhrag_core.algorithm.coreference import (
-    Antecedent,
-    antecedents,
-    complete_name,
-    cue_topic,
-    is_topic,
-    names_in,
-    phrase_key,
-    referring_expression,
-    resolve,
-)
+from dhrag_core.algorithm.coreference import complete_name, referring_expression, resolve
 from dhrag_core.algorithm.hierarchy import topic_vector
+from dhrag_core.algorithm.lexicon import names_in, phrase_key
+from dhrag_core.algorithm.subjects import Antecedent, antecedents, cue_topic, is_topic
 from dhrag_core.embedding import l2_normalise, token_set, tokens
 from dhrag_core.records import SelectedTurn, Turn, Vector
 

@@ -24,7 +24,7 @@ from dhrag_core.embedding import (
 )
 from dhrag_core.records import Passage, Vector
 from dhrag_core.settings import Settings
-from dhrag_core.validation import CLEANED_KEY, check_text, clean_passage
+from dhrag_core.validation import CLEANED_KEY, check_text, clean_passage, one_line
 
 __all__ = ["answer_shares", "check_passages", "check_timestamp", "check_vector", "encode_turn"]
 
@@ -51,8 +51,8 @@ def check_passages(passages: Any, settings: Settings) -> list[Passage]:
         clean = clean_passage(p, settings.max_text_chars, settings.max_passage_metadata_chars)
         if clean is not p:
             log.warning("passages[%d] (%s) cleaned to be stored: %s", i,
-                        clean.id or clean.title or "no id",
-                        clean.metadata.get(CLEANED_KEY, ""))
+                        one_line(clean.id or clean.title or "no id"),
+                        one_line(clean.metadata.get(CLEANED_KEY, "")))
         out.append(clean)
     if len(out) > settings.max_passages:
         raise ValueError(

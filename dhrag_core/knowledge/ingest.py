@@ -20,7 +20,7 @@ from dhrag_core.embedding import Embedder, default_embedder
 from dhrag_core.knowledge.base import MAX_PASSAGE_CHARS, FaissKnowledgeBase
 from dhrag_core.knowledge.embed_cache import default_cache_dir, embed_by_file
 from dhrag_core.records import Passage
-from dhrag_core.validation import CLEANED_KEY, clean_passage, clean_text
+from dhrag_core.validation import CLEANED_KEY, clean_passage, clean_text, one_line
 
 __all__ = ["DOCUMENT_SUFFIXES", "load_kb", "load_passages", "split_passages"]
 
@@ -125,7 +125,7 @@ def _cleaned(p: Passage, where: str) -> Passage:
     """``p`` as the history will store it (NULs, lone surrogates, cut to the limit)."""
     out = clean_passage(p, MAX_PASSAGE_CHARS)
     if out is not p:
-        log.warning("%s: %s", where, out.metadata[CLEANED_KEY])
+        log.warning("%s: %s", one_line(where), one_line(out.metadata[CLEANED_KEY]))
     return out
 
 

@@ -23,7 +23,7 @@ from langchain_core.vectorstores import InMemoryVectorStore
 from pydantic import Field
 
 from dhrag_core import DHRAG, HashingEmbedder, Passage, Settings
-from langchain_dhrag import LangChainKnowledgeBase
+from langchain_dhrag import RetrieverKnowledgeBase
 
 WALL_Q = "What is the Great Wall of China built out of?"
 WALL_A = "It is built of stone, brick, tamped earth, wood and other materials."
@@ -69,7 +69,7 @@ def hash_engine(store: InMemoryVectorStore | None = None, *, history: str | None
     store URL; default in memory); the thread-score decision (hashing vectors carry no
     meaning for the fitted one, which test_langchain_topic_switch checks with MiniLM)."""
     settings.setdefault("thread_decision", "scores")
-    return DHRAG(LangChainKnowledgeBase(store or demo_store()), embedder=HashingEmbedder(),
+    return DHRAG(RetrieverKnowledgeBase(store or demo_store()), embedder=HashingEmbedder(),
                  store=history, settings=Settings(**settings))
 
 

@@ -19,7 +19,7 @@ from lc_support import (
 )
 
 from dhrag_core import DHRAG, HashingEmbedder, LLMRewriter
-from langchain_dhrag import ChatModelLLM, DHRAGRetriever
+from langchain_dhrag import DHRAGRetriever, LangChainLLM
 
 SESSIONS = {
     "s-wall": (WALL_Q, WALL_A, "Wall note: the Great Wall of China is made of rammed earth."),
@@ -71,7 +71,7 @@ async def test_chat_model_rewriter_uses_ainvoke_under_ainvoke(
 ) -> None:
     model = AsyncOnlyChatModel(answer="How long is the Great Wall of China?")
     engine = hash_engine(store)
-    engine.rewriter = LLMRewriter(ChatModelLLM(model))  # the core's rewriter, awaited
+    engine.rewriter = LLMRewriter(LangChainLLM(model))  # the core's rewriter, awaited
     retriever = DHRAGRetriever(engine=engine)
     retriever.record("alice", WALL_Q, WALL_A)
 

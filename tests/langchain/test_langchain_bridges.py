@@ -41,12 +41,12 @@ from dhrag_core import (
 )
 from dhrag_core.algorithm.llm_rewriting import clean_rewrite
 from langchain_dhrag import (
-    ChatModelLLM,
     DHRAGEmbeddings,
     DHRAGRetriever,
     LangChainEmbedder,
-    LangChainKnowledgeBase,
-    LangChainVectorKnowledgeBase,
+    LangChainLLM,
+    RetrieverKnowledgeBase,
+    VectorStoreKnowledgeBase,
     document_to_passage,
 )
 
@@ -173,14 +173,14 @@ def talked(engine: DHRAG) -> DHRAG:
 
 
 def _rewriter(model: Any, **options: Any) -> LLMRewriter:
-    return LLMRewriter(ChatModelLLM(model), **options)
+    return LLMRewriter(LangChainLLM(model), **options)
 
 
 def test_rewriter_prompt_holds_user_and_assistant_turns(talked: DHRAG) -> None:
     model = GenericFakeChatModel(messages=iter([AIMessage("How long is the Great Wall?")]))
     seen: list[Any] = []
     spy = RunnableLambda(lambda msgs: seen.append(msgs) or msgs) | model
-    assert isinstance(ChatModelLLM(spy), LLM)
+    assert isinstance(LangChainLLM(spy), LLM)
 
     out = _rewriter(spy).rewrite(FOLLOW_UP, _history(talked, FOLLOW_UP))
 
@@ -232,7 +232,7 @@ def test_chat_model_becomes_the_cores_llm_rewriter(store: InMemoryVectorStore) -
     retriever = DHRAGRetriever.from_knowledge(store, embedder=HashingEmbedder(),
                                               rewriter=model, k=3)
     rewriter = retriever.engine.rewriter
-    assert isinstance(rewriter, LLMRewriter) and isinstance(rewriter.llm, ChatModelLLM)
+    assert isinstance(rewriter, LLMRewriter) and isinstance(rewriter.llm, LangChainLLM)
     retriever.record("alice", WALL_Q, WALL_A)
     docs = retriever.invoke(FOLLOW_UP, session_id="alice")
     assert docs[0].metadata["dhrag"]["rewritten_query"] == "How long is the Great Wall of China?"
@@ -243,7 +243,7 @@ def test_chat_model_becomes_the_cores_llm_rewriter(store: InMemoryVectorStore) -
 
 def test_rewriter_errors() -> None:
     with pytest.raises(TypeError, match="model must be"):
-        ChatModelLLM("gpt")  # type: ignore[arg-type]
+        LangChainLLM("gpt")  # type: ignore[arg-type]
     with pytest.raises(TypeError, match="rewriter must be"):
         DHRAGRetriever.from_knowledge(InMemoryVectorStore(HashEmbeddings()),
                                       embedder=HashingEmbedder(), rewriter="llm")
@@ -254,7 +254,7 @@ def test_rewriter_errors() -> None:
 
 
 def test_vector_store_as_knowledge_base(store: InMemoryVectorStore) -> None:
-    kb = LangChainKnowledgeBase(store)
+    kb = RetrieverKnowledgeBase(store)
     assert isinstance(kb, KnowledgeBase)
     hits = kb.search(WALL_Q, k=3)
     assert len(hits) == 3
@@ -265,33 +265,33 @@ def test_vector_store_as_knowledge_base(store: InMemoryVectorStore) -> None:
 
 
 def test_vector_store_filter_and_retrievers(store: InMemoryVectorStore) -> None:
-    only_pigs = LangChainKnowledgeBase(
+    only_pigs = RetrieverKnowledgeBase(
         store, search_kwargs={"filter": lambda d: d.metadata["title"] == "Guinea pig"})
     assert {h.title for h in only_pigs.search(WALL_Q, k=5)} == {"Guinea pig"}
 
-    vsr = LangChainKnowledgeBase(store.as_retriever(search_kwargs={"k": 1}))
+    vsr = RetrieverKnowledgeBase(store.as_retriever(search_kwargs={"k": 1}))
     assert len(vsr.search(PIG_Q, k=4)) == 4  # k reaches the VectorStoreRetriever
 
     docs = [Document(str(i), id=str(i)) for i in range(6)]
-    assert [p.id for p in LangChainKnowledgeBase(ListRetriever(docs=docs)).search("q", 2)] == [
+    assert [p.id for p in RetrieverKnowledgeBase(ListRetriever(docs=docs)).search("q", 2)] == [
         "0", "1"]
 
 
 async def test_async_knowledge_base_search(store: InMemoryVectorStore) -> None:
-    kb = LangChainKnowledgeBase(store)
+    kb = RetrieverKnowledgeBase(store)
     hits = await kb.asearch(PIG_Q, k=2)
     assert [h.id for h in hits] == [h.id for h in kb.search(PIG_Q, k=2)]
 
 
 def test_knowledge_base_errors(store: InMemoryVectorStore) -> None:
     with pytest.raises(TypeError, match="source must be"):
-        LangChainKnowledgeBase(["text"])  # type: ignore[arg-type]
+        RetrieverKnowledgeBase(["text"])  # type: ignore[arg-type]
     with pytest.raises(TypeError, match="search_kwargs"):
-        LangChainKnowledgeBase(store, search_kwargs=[("k", 1)])  # type: ignore[arg-type]
+        RetrieverKnowledgeBase(store, search_kwargs=[("k", 1)])  # type: ignore[arg-type]
     with pytest.raises(ValueError, match="k must be >= 1"):
-        LangChainKnowledgeBase(store).search("q", 0)
+        RetrieverKnowledgeBase(store).search("q", 0)
     with pytest.raises(TypeError, match="k must be an int"):
-        LangChainKnowledgeBase(store).search("q", 2.0)  # type: ignore[arg-type]
+        RetrieverKnowledgeBase(store).search("q", 2.0)  # type: ignore[arg-type]
 
 
 def test_unserialisable_metadata_is_stored_as_text(tmp_path: Any) -> None:
@@ -357,7 +357,7 @@ def spy_store() -> SpyStore:
 def test_vector_store_is_searched_by_vector_with_its_own_embeddings(spy_store: SpyStore) -> None:
     retriever = DHRAGRetriever.from_knowledge(spy_store, k=3, session_id="alice")
     engine = retriever.engine
-    assert isinstance(engine.knowledge, LangChainVectorKnowledgeBase)
+    assert isinstance(engine.knowledge, VectorStoreKnowledgeBase)
     emb = engine.history.embedder
     assert isinstance(emb, LangChainEmbedder) and emb.embeddings is spy_store.embeddings
     retriever.invoke(WALL_Q)
@@ -387,23 +387,23 @@ async def test_async_vector_search_awaits_the_stores_async_api(spy_store: SpySto
 
 def test_text_path_for_other_embedders_and_text_only_retrievers(spy_store: SpyStore) -> None:
     other = DHRAGRetriever.from_knowledge(spy_store, embedder=HashingEmbedder(), k=3)
-    assert type(other.engine.knowledge) is LangChainKnowledgeBase
+    assert type(other.engine.knowledge) is RetrieverKnowledgeBase
     thresholded = DHRAGRetriever.from_knowledge(spy_store.as_retriever(
         search_type="similarity_score_threshold", search_kwargs={"score_threshold": 0.1}))
-    assert type(thresholded.engine.knowledge) is LangChainKnowledgeBase
+    assert type(thresholded.engine.knowledge) is RetrieverKnowledgeBase
     mmr = DHRAGRetriever.from_knowledge(spy_store.as_retriever(search_type="mmr"))
-    assert isinstance(mmr.engine.knowledge, LangChainVectorKnowledgeBase)
+    assert isinstance(mmr.engine.knowledge, VectorStoreKnowledgeBase)
     assert mmr.invoke(PIG_Q, session_id="a")[0].metadata["title"] == "Guinea pig"
     other.invoke(PIG_Q, session_id="a")
     assert spy_store.used[-1] == "text"
     text = DHRAGRetriever.from_knowledge(spy_store, search="text")
-    assert type(text.engine.knowledge) is LangChainKnowledgeBase
+    assert type(text.engine.knowledge) is RetrieverKnowledgeBase
     with pytest.raises(ValueError, match='search="vector" needs'):
         DHRAGRetriever.from_knowledge(spy_store, embedder=HashingEmbedder(), search="vector")
     with pytest.raises(ValueError, match="search must be"):
         DHRAGRetriever.from_knowledge(spy_store, search="both")  # type: ignore[arg-type]
     with pytest.raises(ValueError, match="search_type"):
-        LangChainVectorKnowledgeBase(spy_store.as_retriever(
+        VectorStoreKnowledgeBase(spy_store.as_retriever(
             search_type="similarity_score_threshold", search_kwargs={"score_threshold": 0.1}))
 
 
@@ -414,6 +414,6 @@ def test_dhrag_embeddings_store_uses_the_wrapped_embedder_not_a_second_model() -
     retriever = DHRAGRetriever.from_knowledge(store, k=1)
     assert retriever.engine.history.embedder is emb
     kb = retriever.engine.knowledge
-    assert isinstance(kb, LangChainVectorKnowledgeBase)
+    assert isinstance(kb, VectorStoreKnowledgeBase)
     (hit,) = kb.search_vectors(emb.encode(["wall length"]), k=1)[0:1][0]
     assert hit.vector is not None  # the store's cached vector: nothing encoded again

@@ -129,4 +129,4 @@ async def test_astream_chat_sessions_in_parallel(make_engine: Make) -> None:
     answers: list[Any] = await asyncio.gather(*(converse(n) for n in FIRST))
     for name, answer in zip(FIRST, answers, strict=True):
         assert EXPECT[name] in answer.lower(), name
-        assert engine.rag.history.size(name) == 2
+        assert engine.engine.history.size(name) == 2

@@ -27,9 +27,9 @@ from llamaindex_dhrag import (
     LlamaIndexEmbedder,
     LlamaIndexLLM,
     RetrieverKnowledgeBase,
-    VectorIndexKnowledgeBase,
+    VectorStoreKnowledgeBase,
     build_dhrag,
-    passage_from_node,
+    node_to_passage,
 )
 
 # -- retriever as knowledge base -----------------------------------------------------------
@@ -51,14 +51,14 @@ def test_retriever_knowledge_base(index: VectorStoreIndex) -> None:
         kb.search("x", 0)
 
 
-def test_passage_from_node_keeps_only_storable_metadata() -> None:
+def test_node_to_passage_keeps_only_storable_metadata() -> None:
     node = TextNode(text="Body", id_="n1",
                     metadata={"file_name": "a.txt", "pages": [1, 2], "dhrag": {"x": 1}, "n": 3})
-    p = passage_from_node(NodeWithScore(node=node, score=0.25))
+    p = node_to_passage(NodeWithScore(node=node, score=0.25))
     assert (p.id, p.text, p.title, p.score) == ("n1", "Body", "a.txt", 0.25)
     assert dict(p.metadata) == {"file_name": "a.txt", "n": 3}
     with pytest.raises(TypeError, match="NodeWithScore"):
-        passage_from_node(node)  # type: ignore[arg-type]
+        node_to_passage(node)  # type: ignore[arg-type]
 
 
 # -- embeddings ------------------------------------------------------------------------------
@@ -254,7 +254,7 @@ def test_vector_index_is_searched_by_vector_with_its_own_embedding(
     retriever._retrieve = spy  # type: ignore[method-assign]
     retriever._aretrieve = aspy  # type: ignore[method-assign]
     rag = build_dhrag(retriever)  # no embedder: the index's own model, not MiniLM
-    assert isinstance(rag.knowledge, VectorIndexKnowledgeBase)
+    assert isinstance(rag.knowledge, VectorStoreKnowledgeBase)
     assert rag.history.embedder is hashing
     rag.record("a", "What is the Great Wall of China built out of?", "Stone.")
     sel = rag.select("a", "How long is it?")
@@ -280,8 +280,8 @@ def test_text_path_for_another_embedder_or_other_retrievers(
     assert type(other.knowledge) is RetrieverKnowledgeBase
     plain = RetrieverKnowledgeBase(index.as_retriever())
     with pytest.raises(TypeError, match="VectorIndexRetriever"):
-        VectorIndexKnowledgeBase(plain)  # type: ignore[arg-type]
+        VectorStoreKnowledgeBase(plain)  # type: ignore[arg-type]
     same = build_dhrag(index.as_retriever(), embedder=hashing)  # the index's model, unwrapped
-    assert isinstance(same.knowledge, VectorIndexKnowledgeBase)
+    assert isinstance(same.knowledge, VectorStoreKnowledgeBase)
     hybrid = build_dhrag(index.as_retriever(vector_store_query_mode="hybrid"), embedder=hashing)
     assert type(hybrid.knowledge) is RetrieverKnowledgeBase

@@ -125,7 +125,7 @@ def test_sessions_do_not_share_history(make_engine: Make) -> None:
     reply = engine.chat("How long is it?", session_id="bob")
     assert reply.sources[0].raw_output["history"] == []
     assert reply.sources[0].raw_output["session_id"] == "bob"
-    assert engine.rag.history.size("alice") == 1
+    assert engine.engine.history.size("alice") == 1
 
 
 def test_chat_history_argument_replaces_the_session_history(make_engine: Make) -> None:
@@ -157,7 +157,7 @@ def test_sqlite_history_survives_a_restart(make_engine: Make, tmp_path: Path) ->
     url = f"sqlite:///{tmp_path / 'history.db'}"
     first = make_engine(store=url)
     first.chat(WALL)
-    first.rag.history.close()
+    first.engine.history.close()
 
     again = make_engine(store=url)
     assert again.chat_history[0].content == WALL

@@ -33,7 +33,7 @@ async def test_bad_messages(make_engine: Make, message: Any, error: type[Excepti
         await engine.achat(message)
     with pytest.raises(error, match=match):
         await engine.astream_chat(message)
-    assert engine.rag.history.size("default") == 0
+    assert engine.engine.history.size("default") == 0
 
 
 async def test_a_long_or_unclean_message_is_cleaned_with_a_warning(make_engine: Make) -> None:
@@ -44,9 +44,9 @@ async def test_a_long_or_unclean_message_is_cleaned_with_a_warning(make_engine: 
             engine.chat(message)
         with pytest.warns(UserWarning, match=said):
             await engine.achat(message)
-    queries = [t.query for t in engine.rag.history.turns("default")]
+    queries = [t.query for t in engine.engine.history.turns("default")]
     assert "bad \ufffd text" in queries
-    assert all(len(q) <= engine.rag.settings.max_query_chars for q in queries)
+    assert all(len(q) <= engine.engine.settings.max_query_chars for q in queries)
 
 
 @pytest.mark.parametrize(("session_id", "error"), [("", ValueError), (7, TypeError),
@@ -69,16 +69,16 @@ def test_bad_chat_history(make_engine: Make) -> None:
     with pytest.raises(TypeError, match=r"messages\[1\] must be a ChatMessage"):
         engine.chat("How long?", chat_history=[ChatMessage(role="user", content="a"),
                                                {"role": "user"}])  # type: ignore[list-item]
-    assert engine.rag.history.size("default") == 1  # the stored history is untouched
+    assert engine.engine.history.size("default") == 1  # the stored history is untouched
 
 
 def test_bad_constructor_arguments(make_engine: Make, index: VectorStoreIndex, llm: Any,
                                    hashing: HashingEmbedder) -> None:
-    rag = make_engine().rag
-    with pytest.raises(TypeError, match=r"rag must be a dhrag_core\.DHRAG"):
+    rag = make_engine().engine
+    with pytest.raises(TypeError, match=r"engine must be a dhrag_core\.DHRAG"):
         DHRAGChatEngine(index, llm)  # type: ignore[arg-type]
     with pytest.raises(TypeError, match="llm must be a llama_index LLM"):
-        DHRAGChatEngine(rag, None)  # type: ignore[arg-type]
+        DHRAGChatEngine(rag, None)
     with pytest.raises(TypeError, match="llm must be a llama_index LLM"):
         DHRAGChatEngine.from_defaults(index.as_retriever(), "gpt-4o")  # type: ignore[arg-type]
     with pytest.raises(TypeError, match="retriever must be"):
@@ -103,4 +103,4 @@ def test_llm_failure_propagates_and_stores_nothing(make_engine: Make, make_llm: 
     engine = make_engine(llm=make_llm(fail=True))
     with pytest.raises(RuntimeError, match="scripted LLM failure"):
         engine.chat("What is the Great Wall of China built out of?")
-    assert engine.rag.history.size("default") == 0
+    assert engine.engine.history.size("default") == 0

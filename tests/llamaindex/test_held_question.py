@@ -125,7 +125,7 @@ def test_a_streaming_question_shows_in_another_engine_and_is_taken_when_answered
     _wait_done(reply)
     assert "21,196 km" in answer
     assert [m.content for m in other.chat_history][-2:] == [FOLLOW, answer]
-    assert len(other.chat_history) == 4 and other.rag.history.held_question("default") is None
+    assert len(other.chat_history) == 4 and other.engine.history.held_question("default") is None
 
 
 def test_a_restarted_engine_shows_the_question_a_stream_left_and_moves_on(
@@ -145,13 +145,13 @@ def test_a_restarted_engine_shows_the_question_a_stream_left_and_moves_on(
     assert _roles(restarted) == [(MessageRole.USER, WALL)]
     restarted.chat(PIGS)
     assert [m.content for m in restarted.chat_history][0::2] == [PIGS]
-    assert restarted.rag.history.held_question("default") is None
+    assert restarted.engine.history.held_question("default") is None
 
     gate.set()
     tokens.close()
     _wait_done(reply)
     assert [m.content for m in restarted.chat_history][0::2] == [PIGS, WALL]
-    assert restarted.rag.history.held_question("default") is None
+    assert restarted.engine.history.held_question("default") is None
 
 
 def test_a_failed_stream_leaves_no_question_held(make_engine: Make, make_llm: Any,
@@ -163,7 +163,7 @@ def test_a_failed_stream_leaves_no_question_held(make_engine: Make, make_llm: An
         for _ in reply.response_gen:
             pass
     _wait_done(reply)
-    assert engine.rag.history.held_question("default") is None
+    assert engine.engine.history.held_question("default") is None
     assert make_engine(store=url).chat_history == []
 
 
@@ -182,4 +182,4 @@ async def test_an_astream_question_shows_in_another_engine(make_engine: Make, ma
     assert reply.awrite_response_to_history_task is None  # awaited by the full read
     assert _roles(other) == [(MessageRole.USER, WALL),
                              (MessageRole.ASSISTANT, "".join(tokens).strip())]
-    assert other.rag.history.held_question("default") is None
+    assert other.engine.history.held_question("default") is None

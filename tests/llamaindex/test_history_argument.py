@@ -28,7 +28,7 @@ def _kept(turns: list[Turn]) -> list[tuple[str, str, int]]:
 def _converse(engine: DHRAGChatEngine) -> list[Turn]:
     for q in (WALL, PIGS, BERLIN):
         engine.chat(q)
-    turns = engine.rag.history.turns("default")
+    turns = engine.engine.history.turns("default")
     assert all(t.passages for t in turns)
     return turns
 
@@ -41,7 +41,7 @@ def test_passing_back_the_engines_own_history_keeps_the_stored_turns(make_engine
         engine.chat(FOLLOW, chat_history=engine.chat_history)
         reply = engine.stream_chat(FOLLOW + " Roughly?", chat_history=engine.chat_history)
         "".join(reply.response_gen)
-    turns = engine.rag.history.turns("default")
+    turns = engine.engine.history.turns("default")
     assert _kept(turns[:3]) == _kept(before)  # same turns, passages and all
     assert [t.query for t in turns[3:]] == [FOLLOW, FOLLOW + " Roughly?"]
 
@@ -54,7 +54,7 @@ async def test_achat_with_the_engines_own_history_keeps_the_stored_turns(
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         await engine.achat(FOLLOW, chat_history=engine.chat_history)
-    assert _kept(engine.rag.history.turns("default")[:3]) == _kept(before)
+    assert _kept(engine.engine.history.turns("default")[:3]) == _kept(before)
 
 
 def test_history_extended_with_new_exchanges_adds_only_those(make_engine: Make) -> None:
@@ -63,7 +63,7 @@ def test_history_extended_with_new_exchanges_adds_only_those(make_engine: Make) 
     extra = [ChatMessage(role="user", content="Is the Moon far?"),
              ChatMessage(role="assistant", content="384,402 km on average.")]
     engine.chat(FOLLOW, chat_history=[*engine.chat_history, *extra])
-    turns = engine.rag.history.turns("default")
+    turns = engine.engine.history.turns("default")
     assert _kept(turns[:3]) == _kept(before)
     assert [(t.query, t.response) for t in turns[3:4]] == [("Is the Moon far?",
                                                              "384,402 km on average.")]
@@ -75,7 +75,7 @@ def test_empty_chat_history_clears_the_session_with_a_warning(make_engine: Make)
     _converse(engine)
     with pytest.warns(UserWarning, match=r"replaced the 3 stored turn\(s\).*engine.reset\(\)"):
         engine.chat(FOLLOW, chat_history=[])
-    assert [t.query for t in engine.rag.history.turns("default")] == [FOLLOW]
+    assert [t.query for t in engine.engine.history.turns("default")] == [FOLLOW]
 
 
 async def test_a_different_history_replaces_with_a_warning_pointing_at_the_caller(
@@ -87,7 +87,7 @@ async def test_a_different_history_replaces_with_a_warning_pointing_at_the_calle
     with pytest.warns(UserWarning, match="replaced the 1 stored turn") as caught:
         await engine.achat(FOLLOW, chat_history=seed)
     assert caught[0].filename == __file__
-    assert [t.query for t in engine.rag.history.turns("default")] == [WALL, FOLLOW]
+    assert [t.query for t in engine.engine.history.turns("default")] == [WALL, FOLLOW]
 
 
 def test_reset_and_seeding_an_empty_session_say_nothing(make_engine: Make) -> None:
@@ -99,7 +99,7 @@ def test_reset_and_seeding_an_empty_session_say_nothing(make_engine: Make) -> No
         warnings.simplefilter("error")
         engine.reset()
         engine.chat(FOLLOW, chat_history=seed)
-    assert [t.query for t in engine.rag.history.turns("default")] == [PIGS, FOLLOW]
+    assert [t.query for t in engine.engine.history.turns("default")] == [PIGS, FOLLOW]
 
 
 def test_from_defaults_seeded_with_the_stored_history_keeps_it(make_engine: Make,
@@ -108,11 +108,11 @@ def test_from_defaults_seeded_with_the_stored_history_keeps_it(make_engine: Make
     first = make_engine(store=url)
     first.chat(WALL)
     saved = first.chat_history
-    before = _kept(first.rag.history.turns("default"))
+    before = _kept(first.engine.history.turns("default"))
     first.close()
 
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         again = make_engine(store=url, chat_history=saved)
-    assert _kept(again.rag.history.turns("default")) == before
+    assert _kept(again.engine.history.turns("default")) == before
     again.close()

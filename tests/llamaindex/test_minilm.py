@@ -20,7 +20,7 @@ from llamaindex_dhrag import (
     DHRAGChatEngine,
     DHRAGEmbedding,
     LlamaIndexEmbedder,
-    VectorIndexKnowledgeBase,
+    VectorStoreKnowledgeBase,
 )
 
 pytestmark = pytest.mark.model
@@ -104,15 +104,15 @@ def test_example_engine_async_follow_up_uses_the_first_turn(
         index.as_retriever(similarity_top_k=8), example.ExtractiveLLM(embedder=minilm),
         settings=Settings(kb_k=8, context_k=5), context_prompt=example.CONTEXT_PROMPT,
     )
-    assert isinstance(engine.rag.knowledge, VectorIndexKnowledgeBase)  # searched by vector
-    assert engine.rag.history.embedder is minilm  # the index's model, no second one
+    assert isinstance(engine.engine.knowledge, VectorStoreKnowledgeBase)  # searched by vector
+    assert engine.engine.history.embedder is minilm  # the index's model, no second one
 
     async def main() -> tuple[Any, Any]:
         first = await engine.achat(TURNS[0], session_id="bob")
         return first, await engine.achat(TURNS[1], session_id="bob")
 
     first, second = asyncio.run(main())
-    turn0, turn1 = engine.rag.history.turns("bob")
+    turn0, turn1 = engine.engine.history.turns("bob")
     assert [p.id for p in turn0.passages] == [n.node.node_id for n in first.source_nodes]
     assert [h["turn"] for h in second.sources[0].raw_output["history"]] == [turn0.index]
     assert second.source_nodes[0].node.metadata["title"] == "Great Wall of China"

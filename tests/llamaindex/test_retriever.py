@@ -34,14 +34,14 @@ def test_retrieve_returns_weighted_traced_nodes(index: VectorStoreIndex,
     assert meta["title"] == "wall"  # the source node's metadata is kept
     assert meta["dhrag"]["source"] == "kb" and meta["dhrag"]["rewritten_query"] == WALL
     assert r.last_selection is not None and r.last_selection.query == WALL
-    assert r.rag.history.size("alice") == 0  # retrieval alone stores nothing
+    assert r.engine.history.size("alice") == 0  # retrieval alone stores nothing
 
 
 def test_record_then_follow_up_uses_history(index: VectorStoreIndex,
                                             hashing: HashingEmbedder) -> None:
     r = _retriever(index, hashing)
     nodes = r.retrieve(WALL)
-    result = r.record(WALL, "Stone, brick, tamped earth and wood.")
+    result = r.record(r.session_id, WALL, "Stone, brick, tamped earth and wood.")
     assert [p.id for p in result.turn.passages] == [n.node.node_id for n in nodes]
 
     follow = r.retrieve("How long is it?")
@@ -50,7 +50,7 @@ def test_record_then_follow_up_uses_history(index: VectorStoreIndex,
     assert "wall" in dh["rewritten_query"].lower()
     assert r.last_selection is not None
     assert [s.turn.query for s in r.last_selection.history] == [WALL]
-    r.record("How long is it?", "21,196 km.")
+    r.record(r.session_id, "How long is it?", "21,196 km.")
     assert r.last_selection is None  # recorded: nothing pending
 
 
@@ -58,9 +58,9 @@ def test_record_with_explicit_nodes_or_without_selection(index: VectorStoreIndex
                                                          hashing: HashingEmbedder) -> None:
     r = _retriever(index, hashing)
     nodes = r.retrieve(WALL)
-    turn = r.record("A different question?", "An answer.").turn  # no matching selection
+    turn = r.record("alice", "A different question?", "An answer.").turn  # no selection
     assert turn.passages == ()
-    turn = r.record(WALL, "Stone.", nodes=nodes[:1]).turn
+    turn = r.record(r.session_id, WALL, "Stone.", nodes=nodes[:1]).turn
     assert [p.id for p in turn.passages] == ["wall-material"]
 
 
@@ -68,7 +68,7 @@ async def test_aretrieve_and_arecord(index: VectorStoreIndex, hashing: HashingEm
     r = _retriever(index, hashing)
     nodes = await r.aretrieve(WALL)
     assert nodes[0].node.node_id == "wall-material"
-    await r.arecord(WALL, "Stone, brick, tamped earth and wood.")
+    await r.arecord(r.session_id, WALL, "Stone, brick, tamped earth and wood.")
     follow = await r.aretrieve("How long is it?")
     assert follow[0].node.node_id == "wall-length"
 
@@ -78,7 +78,7 @@ def test_inside_a_query_engine(index: VectorStoreIndex, hashing: HashingEmbedder
     r = _retriever(index, hashing, k=3)
     engine = RetrieverQueryEngine.from_args(r, llm=llm)
     first = engine.query(WALL)
-    r.record(WALL, str(first), nodes=first.source_nodes)
+    r.record(r.session_id, WALL, str(first), nodes=first.source_nodes)
     second = engine.query("How long is it?")
     assert len(second.source_nodes) == 3
     assert second.source_nodes[0].node.node_id == "wall-length"
@@ -86,14 +86,14 @@ def test_inside_a_query_engine(index: VectorStoreIndex, hashing: HashingEmbedder
 
 
 def test_bad_arguments(index: VectorStoreIndex, hashing: HashingEmbedder) -> None:
-    with pytest.raises(TypeError, match="rag must be"):
+    with pytest.raises(TypeError, match="engine must be"):
         DHRAGRetriever(index.as_retriever())  # type: ignore[arg-type]
     r = _retriever(index, hashing)
     with pytest.raises(ValueError, match="k must be"):
-        DHRAGRetriever(r.rag, session_id="a", k=0)
+        DHRAGRetriever(r.engine, session_id="a", k=0)
     with pytest.raises(ValueError, match="session_id"):
-        DHRAGRetriever(r.rag, session_id="")
+        DHRAGRetriever(r.engine, session_id="")
     with pytest.raises(ValueError, match=r"no session id: pass DHRAGRetriever\(\.\.\., session"):
-        DHRAGRetriever(r.rag)  # no silent shared "default" session
+        DHRAGRetriever(r.engine)  # no silent shared "default" session
     with pytest.raises(ValueError, match="query"):
         r.retrieve("   ")

@@ -45,20 +45,20 @@ def test_stream_chat_shows_the_question_streams_then_records(make_engine: Make,
     # the question is in the history at once, as LlamaIndex's engines put it in memory
     assert [(m.role, m.content) for m in engine.chat_history][-1] == (MessageRole.USER, FOLLOW)
     assert len(engine.chat_history) == 3
-    assert engine.rag.history.size("default") == 1
+    assert engine.engine.history.size("default") == 1
 
     tokens = iter(reply.response_gen)
     first = next(tokens)
     # the first token arrived while the LLM was still held after producing it
     assert llm.events == [("produced", 0)] and first
-    assert engine.rag.history.size("default") == 1  # not recorded mid-stream
+    assert engine.engine.history.size("default") == 1  # not recorded mid-stream
     gate.set()
     answer = first + "".join(tokens)
 
     assert "21,196 km" in answer
     assert reply.response == answer.strip()
-    assert engine.rag.history.size("default") == 2
-    last = engine.rag.history.turns("default")[-1]
+    assert engine.engine.history.size("default") == 2
+    last = engine.engine.history.turns("default")[-1]
     assert (last.query, last.response) == (FOLLOW, answer.strip())
     assert {p.id for p in last.passages} == {n.node.node_id for n in reply.source_nodes}
     assert [m.content for m in engine.chat_history][-2:] == [FOLLOW, answer.strip()]
@@ -71,7 +71,7 @@ def test_a_stream_read_half_way_keeps_the_whole_turn(make_engine: Make) -> None:
         break  # the reader stops after one token; the LLM's answer is still recorded
     _wait_done(reply)
     assert reply.is_done
-    turns = engine.rag.history.turns("default")
+    turns = engine.engine.history.turns("default")
     assert [(t.query, t.response) for t in turns] == [(WALL, str(reply))]
     assert "stone, brick" in str(reply)
     assert turns[0].passages  # with the passages it showed
@@ -97,7 +97,7 @@ def test_the_next_turn_waits_for_the_stream_before_it(make_engine: Make,
     follow = engine.chat(FOLLOW)  # held until the streamed turn is stored
     tokens.close()
 
-    assert [t.query for t in engine.rag.history.turns("default")] == [WALL, FOLLOW]
+    assert [t.query for t in engine.engine.history.turns("default")] == [WALL, FOLLOW]
     assert "21,196 km" in follow.response  # the streamed turn was in its history
     assert follow.sources[0].raw_output["history"]
 
@@ -111,7 +111,7 @@ def test_a_stream_that_fails_raises_to_the_reader_and_records_nothing(
         for _ in reply.response_gen:
             pass
     _wait_done(reply)
-    assert engine.rag.history.size("default") == 0
+    assert engine.engine.history.size("default") == 0
     assert engine.chat_history == []  # the question is not left pending either
 
 
@@ -119,7 +119,7 @@ def test_print_response_stream(make_engine: Make, capsys: Any) -> None:
     engine = make_engine()
     engine.stream_chat(WALL).print_response_stream()
     assert "stone, brick" in capsys.readouterr().out
-    assert engine.rag.history.size("default") == 1
+    assert engine.engine.history.size("default") == 1
 
 
 async def test_astream_chat_shows_the_question_streams_then_records(make_engine: Make,
@@ -132,18 +132,18 @@ async def test_astream_chat_shows_the_question_streams_then_records(make_engine:
 
     reply = await engine.astream_chat(FOLLOW)
     assert engine.chat_history[-1].content == FOLLOW  # the question, at once
-    assert engine.rag.history.size("default") == 1
+    assert engine.engine.history.size("default") == 1
     tokens = []
     async for token in reply.async_response_gen():
         tokens.append(token)
         if len(tokens) == 1:
             assert ("produced", 1) not in llm.events  # it came before the LLM went on
-            assert engine.rag.history.size("default") == 1
+            assert engine.engine.history.size("default") == 1
             gate.set()
 
     assert len(tokens) > 5
     assert "21,196 km" in "".join(tokens)
-    assert engine.rag.history.size("default") == 2
+    assert engine.engine.history.size("default") == 2
     assert engine.chat_history[-1].content == "".join(tokens).strip()
 
 
@@ -155,7 +155,7 @@ async def test_an_astream_read_half_way_keeps_the_whole_turn(make_engine: Make) 
         break
     assert reply.awrite_response_to_history_task is not None
     await reply.awrite_response_to_history_task
-    turns = engine.rag.history.turns("default")
+    turns = engine.engine.history.turns("default")
     assert [(t.query, t.response) for t in turns] == [(WALL, reply.response)]
     assert "stone, brick" in reply.response and turns[0].passages
 
@@ -167,5 +167,5 @@ async def test_an_astream_that_fails_raises_and_records_nothing(make_engine: Mak
     with pytest.raises(RuntimeError, match="mid-stream"):
         async for _ in reply.async_response_gen():
             pass
-    assert engine.rag.history.size("default") == 0
+    assert engine.engine.history.size("default") == 0
     assert engine.chat_history == []

@@ -83,9 +83,9 @@ def run() -> tuple[list[Seen], list[list[ChatMessage]], list[Selection], list[An
     llm = TopicChatLLM()
     engine = DHRAGChatEngine.from_defaults(index.as_retriever(similarity_top_k=20), llm,
                                            session_id=SESSION, k=K, settings=Settings())
-    assert engine.rag.settings == Settings()
+    assert engine.engine.settings == Settings()
     made: list[Selection] = []
-    select = engine.rag.select
+    select = engine.engine.select
 
     def spy(session_id: str, query: str, k: int | None = None) -> Selection:
         assert k == K
@@ -93,7 +93,7 @@ def run() -> tuple[list[Seen], list[list[ChatMessage]], list[Selection], list[An
         made.append(sel)
         return sel
 
-    engine.rag.select = spy  # type: ignore[method-assign]
+    engine.engine.select = spy  # type: ignore[method-assign]
     seen, replies = [], []
     for n, turn in enumerate(CHAT, 1):
         reply = engine.chat(turn.question)
@@ -108,7 +108,7 @@ def run() -> tuple[list[Seen], list[list[ChatMessage]], list[Selection], list[An
         assert reply.metadata is not None
         seen.append(Seen(n, history, top.id or "",
                          reply.metadata["dhrag"]["rewritten_query"], describe_selection(made[-1])))
-    assert [t.query for t in engine.rag.history.turns(SESSION)] == [t.question for t in CHAT]
+    assert [t.query for t in engine.engine.history.turns(SESSION)] == [t.question for t in CHAT]
     check_seen(seen)
     report("LlamaIndex DHRAGChatEngine", seen)
     return seen, llm.calls, made, replies

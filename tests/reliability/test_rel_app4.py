@@ -105,7 +105,7 @@ def test_a_cancelled_achat_stores_the_turn_exactly_when_the_llm_answered(
     engine = DHRAGChatEngine.from_defaults(
         index.as_retriever(similarity_top_k=3), llm, embedder=emb, search="text",
         store=f"sqlite:///{tmp_path / 'chat.db'}", session_id="s")
-    history = engine.rag.history
+    history = engine.engine.history
 
     async def one(run: int) -> tuple[str, bool, int, str | None]:
         llm._run, llm._event = run, asyncio.Event()
@@ -378,8 +378,6 @@ def test_a_failed_stream_is_logged_on_one_inert_line(caplog: pytest.LogCaptureFi
         _one_line_and_inert(message)
 
 
-@pytest.mark.xfail(strict=True, reason="needs dhrag_core/knowledge/ingest.py to log its "
-                                       "file names with validation.one_line (another owner)")
 def test_ingestion_warning_escapes_the_file_name(
     tmp_path: Path, caplog: pytest.LogCaptureFixture,
 ) -> None:
@@ -396,8 +394,6 @@ def test_ingestion_warning_escapes_the_file_name(
         _one_line_and_inert(message)
 
 
-@pytest.mark.xfail(strict=True, reason="needs dhrag_core/history/inputs.py to log passage "
-                                       "ids with validation.one_line (another owner)")
 def test_recording_warning_escapes_the_passage_id(caplog: pytest.LogCaptureFixture) -> None:
     emb = HashingEmbedder(64)
     rag = DHRAG(FaissKnowledgeBase(["The wall is long."], emb), embedder=emb)

@@ -150,7 +150,7 @@ def test_an_unclean_chat_history_message_is_stored_cleaned(bad: str) -> None:
                ChatMessage(role=MessageRole.ASSISTANT, content=bad)]
     with pytest.warns(UserWarning, match="replaced the 3 stored turn"):
         engine.chat("And wall 3?", chat_history=history)
-    turns = engine._rag.history.turns("s")
+    turns = engine.engine.history.turns("s")
     assert [t.query for t in turns] == ["hello", "And wall 3?"]
     assert "\x00" not in turns[0].response and len(turns[0].response) <= 1_000_000
     assert "dhrag_cleaned" in turns[0].metadata
@@ -326,7 +326,7 @@ llm = MockLLM(max_tokens=4)
 with DHRAGChatEngine(DHRAG(kb, embedder=emb, store=sys.argv[1]), llm, session_id="li") as e:
     e.chat("How long is the wall?")
 print("closed", rag.history.store._closed, r.engine.history.store._closed,
-      e.rag.history.store._closed)
+      e.engine.history.store._closed)
 """
 
 

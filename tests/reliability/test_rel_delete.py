@@ -265,7 +265,7 @@ def test_llamaindex_reset_forgets_one_session_only() -> None:
     for sid in sids:
         for i in range(3):
             engine.chat(f"{sid} asks about the {WORDS[i]}", session_id=sid)
-    history = engine.rag.history
+    history = engine.engine.history
     history.clock = _Clock(time.time() + 60)  # frozen: weights must not drift with the wall clock
     before = {sid: _snapshot(history, sid) for sid in sids}
     engine.reset(sids[3])
