@@ -367,7 +367,7 @@ def test_passage_vector_cache_is_safe_across_threads() -> None:
 
     emb = HashingEmbedder(64)
     rag = DHRAG(TextOnly(FaissKnowledgeBase(KB, emb)), embedder=emb, vector_cache_size=6)
-    rag._vector_cache = Slow()
+    rag._kb._vector_cache = Slow()
     texts = [Passage(text=f"passage number {i} about walls", id=f"p{i}") for i in range(8)]
     errors: list[BaseException] = []
 
@@ -376,7 +376,7 @@ def test_passage_vector_cache_is_safe_across_threads() -> None:
         try:
             for _ in range(60):
                 batch = rng.sample(texts, 4)
-                got = rag._passage_vectors(batch)
+                got = rag._kb.passage_vectors(batch)
                 assert len(got) == 4
         except BaseException as exc:  # collected for the assertion
             errors.append(exc)
@@ -392,7 +392,7 @@ def test_passage_vector_cache_is_safe_across_threads() -> None:
     finally:
         sys.setswitchinterval(interval)
     assert not errors, repr(errors[:3])
-    assert len(rag._vector_cache) <= 6
+    assert len(rag._kb._vector_cache) <= 6
 
 
 # -- pending selections and async members (issue 17) ----------------------------------------

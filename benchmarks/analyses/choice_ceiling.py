@@ -54,8 +54,8 @@ from benchmarks.harness.systems import BenchContext
 from dhrag_core import DHRAG, FaissKnowledgeBase, HistoryDatabase, SessionView, Settings
 from dhrag_core.algorithm import scoring
 from dhrag_core.algorithm.hierarchy import topic_vector
-from dhrag_core.algorithm.rewriting import expand_vector
-from dhrag_core.records import Passage, Turn, Vector
+from dhrag_core.pipeline.expansion import expanded
+from dhrag_core.records import Passage, Vector
 
 __all__ = ["SIGNALS", "Choice", "fit_logit", "main"]
 
@@ -179,10 +179,7 @@ def _choice(db: HistoryDatabase, session: str, kb: FaissKnowledgeBase, view: Ses
             qv: Vector, thread_of: dict[str, str], thread: str, kind: str,
             relevant: frozenset[str], words: _Words, question: str) -> Choice:
     cfg = db.settings
-
-    def topic(t: Turn) -> Vector:
-        return topic_vector(t, cfg.topic_answer_weight, cfg.topic_passage_weight)
-
+    centred = db.calibrate(qv)
     found = db.rank_threads(session, qv, query_text=question)
     rows, true = [], None
     for i, (cid, _) in enumerate(found):
@@ -190,9 +187,9 @@ def _choice(db: HistoryDatabase, session: str, kb: FaissKnowledgeBase, view: Ses
         if true is None and Counter(thread_of[t] for t in members).most_common(1)[0][0] == thread:
             true = i
         chosen = db.select_in_thread(session, qv, cid)
-        rows.append(expand_vector(qv, chosen, cfg.expansion, topic,
-                                  cfg.expansion_weights == "share"))
-    found_rows = kb.search_vectors(np.stack(rows).astype(np.float32), 10)
+        # as the engine searches: expanded in the calibrated space, mapped back
+        rows.append(expanded(centred, chosen, cfg.expansion, cfg))
+    found_rows = kb.search_vectors(db.calibration.invert(np.stack(rows)).astype(np.float32), 10)
     mrr = np.array([reciprocal_rank([p.key for p in r], relevant) for r in found_rows])
     return Choice(_chain_signals(cfg, kb, view, qv, found, question, words), true, mrr, kind,
                   thread)

@@ -397,10 +397,12 @@ def _answer_aware(name: str, build: VectorBuilder, gate: bool = False,
 
 def register_answer_interpolations(
     grid: tuple[Sequence[float], Sequence[float], Sequence[float]],
+    variants: Sequence[str] | None = None,
 ) -> list[str]:
     """Register the answer-aware interpolations ``interp-qa-P-F-A`` of ``grid`` (weights of
     the previous question, the first question and the previous answer), each also with dhrag's
-    clarity gate (``-gated``) and lexical term (``-lex``); names already registered are kept.
+    clarity gate (``-gated``) and lexical term (``-lex``), or only the ``variants`` named
+    (``""``, ``"-lex"``, ``"-gated"``, ``"-gated-lex"``); names already registered are kept.
     Returns the names added."""
     lexical = Settings().lexical_weight
     gates = [False] + ([True] if Settings().clarity_threshold is not None else [])
@@ -411,8 +413,9 @@ def register_answer_interpolations(
                 base = f"interp-qa-{w_prev:g}-{w_first:g}-{w_ans:g}"
                 for gate in gates:
                     for lex in [False] + ([True] if lexical else []):
-                        name = base + ("-gated" if gate else "") + ("-lex" if lex else "")
-                        if name in REGISTRY:
+                        suffix = ("-gated" if gate else "") + ("-lex" if lex else "")
+                        name = base + suffix
+                        if name in REGISTRY or (variants is not None and suffix not in variants):
                             continue
                         register_system(
                             name, _answer_aware(name, answer_interpolation(w_prev, w_first, w_ans),

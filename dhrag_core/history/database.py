@@ -20,14 +20,13 @@ import numpy as np
 
 from dhrag_core.algorithm.calibration import Calibration, calibrate
 from dhrag_core.algorithm.chains import chain_length_stats
-from dhrag_core.algorithm.discourse import is_follow_up
 from dhrag_core.algorithm.summaries import ExtractiveSummariser, Summariser
 from dhrag_core.closing import Closeable, ClosedError
 from dhrag_core.embedding import Embedder, default_embedder, encode_checked
 from dhrag_core.history.inputs import check_passages, check_timestamp, check_vector, encode_turn
 from dhrag_core.history.messages import record_messages
 from dhrag_core.history.policy import ChainPolicy, SessionView, ThreadPolicy
-from dhrag_core.history.selection import Selector, ThreadDecision
+from dhrag_core.history.selection import Selector, ThreadChoice, ThreadDecision, asks_follow_up
 from dhrag_core.history.session import SessionState
 from dhrag_core.history.sessions import SessionCache
 from dhrag_core.history.update import AddResult, UpdateRule, rank_by_weight
@@ -214,12 +213,15 @@ class HistoryDatabase(Closeable):
         metadata: Mapping[str, Any] | None = None,
         query_vector: Vector | None = None,
         timestamp: float | None = None,
+        choice: ThreadChoice | None = None,
     ) -> AddResult:
         """Store one turn's triple, merge near-duplicates, evict beyond capacity.
 
         Passages that carry a ``vector`` (the embedder's, like ``query_vector``) are not
-        re-encoded. All input is checked before
-        anything is written, so a bad call leaves the session as it was.
+        re-encoded. ``choice``: the ``ThreadChoice`` made for this query (``choose``); the
+        thread the turn joins is taken from it while the session has not changed since,
+        else decided again. All input is checked before anything is written, so a bad call
+        leaves the session as it was.
         """
         self._check_open()
         check_session_id(session_id)
@@ -246,8 +248,12 @@ class HistoryDatabase(Closeable):
                 with s.lock:
                     now = float(self.clock() if timestamp is None else timestamp)
                     try:
+                        joins = None
+                        if choice is not None and choice.session_id == session_id \
+                                and choice.query == query and choice.version == s.version:
+                            joins = (choice.joins, choice.new_thread)
                         result = self._update.apply(
-                            session_id, s, query, items, response, meta, vectors, now
+                            session_id, s, query, items, response, meta, vectors, now, joins
                         )
                         self._cache.keep(session_id, s)
                     except StaleSessionError:
@@ -325,6 +331,21 @@ class HistoryDatabase(Closeable):
         """
         return [t for t in self.select_threads(session_id, query, 1)[0] if t.on_topic]
 
+    def choose(self, session_id: str, query: str, n: int, *,
+               query_vector: Vector | None = None) -> ThreadChoice:
+        """The ``ThreadChoice`` for ``query``: the selections inside the ``n`` threads it most
+        likely continues, T* first (as ``select_threads``), whether it is a follow-up and
+        whether T* is the latest turn's thread, and the thread its turn will join. The
+        engine makes it once per question; pass it to ``add`` with the turn.
+        ``query_vector``: the query's embedding when already made (the embedder's)."""
+        self._check_open()
+        check_session_id(session_id)
+        check_k(n, "n")
+        qv = self._query_vector(query if query_vector is None else query_vector)
+        s = self._session(session_id)
+        with s.lock:
+            return self._selector.choose(s, session_id, qv, n, lambda: self.clock(), query)
+
     def select_threads(
         self, session_id: str, query: str | Vector, n: int, *, follow_up: bool | None = None,
         query_text: str | None = None,
@@ -344,7 +365,7 @@ class HistoryDatabase(Closeable):
         check_session_id(session_id)
         check_k(n, "n")
         if follow_up is None:
-            follow_up = isinstance(query, str) and is_follow_up(query)
+            follow_up = isinstance(query, str) and asks_follow_up(query)
         text = _text_of(query, query_text)
         qv = self._query_vector(query)
         s = self._session(session_id)
@@ -368,7 +389,7 @@ class HistoryDatabase(Closeable):
         with s.lock:
             if not s.tree.has_chains:
                 return []
-            ranked, _ = self._selector.threads(s, qv, follow_up=is_follow_up(text),
+            ranked, _ = self._selector.threads(s, qv, follow_up=asks_follow_up(text),
                                                limit=limit, query=text)
             return list(ranked)
 
@@ -380,7 +401,7 @@ class HistoryDatabase(Closeable):
         qv = self._query_vector(query)
         s = self._session(session_id)
         with s.lock:
-            return self._selector.shift(s, qv, query, is_follow_up(query))
+            return self._selector.shift(s, qv, query, asks_follow_up(query))
 
     def select_in_thread(self, session_id: str, query: str | Vector,
                          thread: int) -> list[SelectedTurn]:

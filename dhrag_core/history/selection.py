@@ -35,7 +35,7 @@ from dhrag_core.history.session import SessionState, Threads
 from dhrag_core.records import SelectedTurn, Turn, Vector
 from dhrag_core.settings import Settings
 
-__all__ = ["Selector", "ThreadDecision", "hedged_threads"]
+__all__ = ["Selector", "ThreadChoice", "ThreadDecision", "asks_follow_up", "hedged_threads"]
 
 Clock = Callable[[], float]
 
@@ -59,6 +59,39 @@ class ThreadDecision:
     question_sims: np.ndarray
     answer_sims: np.ndarray
     threads: np.ndarray
+
+
+@dataclass(frozen=True)
+class ThreadChoice:
+    """One query's choice of threads, made once and read by everything after it: selection
+    (``threads``), the expansion of the query (``follow_up`` and ``in_latest_thread``) and
+    the recording of its turn (``joins``, ``new_thread``; valid while the session is at
+    ``version``, else ``add`` decides again)."""
+
+    session_id: str
+    query: str
+    follow_up: bool
+    """The question names nothing of its own ("who built it?"; ``discourse.is_follow_up``)."""
+    threads: tuple[tuple[SelectedTurn, ...], ...]
+    """The selection inside T* first, then inside each runner-up thread searched."""
+    in_latest_thread: bool
+    """T* is the thread of the session's latest turn."""
+    joins: int | None
+    """The thread a turn recorded for this query joins (``None``: as the tree links it)."""
+    new_thread: bool
+    """...or whether it starts one of its own (a new topic)."""
+    version: int
+
+    @property
+    def t_star(self) -> int | None:
+        """T*: the thread selection chose (``None`` without history)."""
+        return self.threads[0][0].chain_id if self.threads and self.threads[0] else None
+
+
+def asks_follow_up(query: str) -> bool:
+    """The follow-up rule, in one place: the question names nothing of its own
+    (``discourse.is_follow_up``); a vector given without its text is not one."""
+    return bool(query) and is_follow_up(query)
 
 
 def _names_elsewhere(query: str, turns: Sequence[Turn], threads: np.ndarray,
@@ -139,6 +172,23 @@ class Selector:
         self.summariser = summariser
         self.thread_policy = thread_policy
 
+    def choose(self, s: SessionState, session_id: str, qv: Vector, n: int, clock: Clock,
+               query: str) -> ThreadChoice:
+        """The query's ``ThreadChoice``: the selections inside its ``n`` threads
+        (``select_threads``), the thread its turn will join (``continued_thread``) and whether
+        T* is the latest turn's thread; the caller holds ``s.lock``."""
+        asks = asks_follow_up(query)
+        threads = self.select_threads(s, qv, n, clock, follow_up=asks, query=query)
+        joins, new_thread = self.continued_thread(s, qv, query, follow_up=asks)
+        latest = s.tree.chain_of(s.latest) if s.latest is not None and s.tree.has_chains \
+            else None
+        first = threads[0]
+        return ThreadChoice(
+            session_id=session_id, query=query, follow_up=asks,
+            threads=tuple(tuple(t) for t in threads),
+            in_latest_thread=bool(first) and first[0].chain_id == latest,
+            joins=joins, new_thread=new_thread, version=s.version)
+
     def select_threads(
         self, s: SessionState, qv: Vector, n: int, clock: Clock, *, follow_up: bool = False,
         query: str = "",
@@ -175,8 +225,8 @@ class Selector:
             out[0] = [replace(t, on_topic=False) for t in out[0]]
         return out
 
-    def continued_thread(self, s: SessionState, qv: Vector,
-                         query: str = "") -> tuple[int | None, bool]:
+    def continued_thread(self, s: SessionState, qv: Vector, query: str = "", *,
+                         follow_up: bool | None = None) -> tuple[int | None, bool]:
         """The thread a new turn joins because its query continues it, and whether it starts
         one of its own instead (a new topic, ``thread_decision="fitted"``). Fitted: the
         thread decided for its query; by scores (``thread_link``): the T* that selection
@@ -184,7 +234,8 @@ class Selector:
         cfg = self.settings
         if not cfg.use_chains or not s.tree.has_chains:
             return None, False
-        follow_up = is_follow_up(query)
+        if follow_up is None:
+            follow_up = asks_follow_up(query)
         decided = self.shift(s, qv, query, follow_up)
         if decided is not None and self.thread_policy is None:
             if decided.shift.thread is None:

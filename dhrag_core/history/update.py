@@ -113,10 +113,13 @@ class UpdateRule:
     def apply(
         self, session_id: str, s: SessionState, query: str, items: list[Passage], response: str,
         meta: dict[str, Any], vectors: tuple[Vector, Vector | None, Vector], now: float,
+        joins: tuple[int | None, bool] | None = None,
     ) -> AddResult:
         """Store the turn (its query, response and passage ``vectors``) at time ``now``;
-        the caller holds ``s.lock``. On any failure the session is reloaded (or marked to
-        reload on its next use) and the error raised."""
+        the caller holds ``s.lock``. ``joins``: the thread the turn joins and whether it
+        starts one, as chosen for its query at this version of the session (else decided
+        here). On any failure the session is reloaded (or marked to reload on its next use)
+        and the error raised."""
         qv, rv, pv = vectors
         # the turn's passage_vectors are the one copy kept of the passages' vectors
         items = [replace(p, vector=None) if p.vector is not None else p for p in items]
@@ -140,7 +143,8 @@ class UpdateRule:
         try:
             for tid in [*evicted, *([dup.turn_id] if dup is not None else [])]:
                 s.tree.remove(tid)
-            thread, new_chain = self.selector.continued_thread(s, qv, query)
+            thread, new_chain = joins if joins is not None \
+                else self.selector.continued_thread(s, qv, query)
             if self.chain_policy is not None:
                 thread, new_chain = self._by_policy(s, turn, thread, new_chain)
             cluster_id, chain_id, moved = s.tree.insert(turn, thread, new_chain=new_chain)

@@ -85,11 +85,11 @@ def test_pending_selections_stay_bounded_engine_wide() -> None:
     kept = {sid: [q for q in QUESTIONS[:20] if engine.pending(sid, q) is not None]
             for sid in "ab"}
     assert kept == {"a": QUESTIONS[8:20], "b": QUESTIONS[:20]}  # oldest dropped first
-    assert engine._pending_count == 32  # the count the bound is kept by
+    assert engine._pending.count == 32  # the count the bound is kept by
     engine.select("c", "wall")
     assert engine.pending("a") is None and engine.pending("c") is not None
     engine.reset("b")
-    assert engine._pending_count == 1
+    assert engine._pending.count == 1
 
 
 # -- item 3: a stream's answer is all of its chunks -----------------------------------------

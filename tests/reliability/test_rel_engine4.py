@@ -32,7 +32,7 @@ from dhrag_core import (
 from dhrag_core.algorithm.calibration import calibrate
 from dhrag_core.closing import ClosedError
 from dhrag_core.knowledge.ingest import load_kb
-from dhrag_core.pipeline.engine import selection_bytes
+from dhrag_core.pipeline.pending import selection_bytes
 from dhrag_core.store import MemoryStore
 
 DIM = 48
@@ -140,7 +140,7 @@ def test_pending_selections_of_many_sessions_stay_within_the_byte_budget() -> No
         held = tracemalloc.get_traced_memory()[0] - before
     finally:
         tracemalloc.stop()
-    pending = [sel for per in engine._pending.values() for sel in per.values()]
+    pending = list(engine._pending)
     assert sum(selection_bytes(sel) for sel in pending) <= budget
     assert held < 2 * budget  # before: 256 selections of ~50 KB, about 13 MB
     assert engine.pending("s31", "question 7 of 31") is not None  # the newest kept
