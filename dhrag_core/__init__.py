@@ -15,6 +15,7 @@ if TYPE_CHECKING:
     from dhrag_core.algorithm.llm_rewriting import LLMRewriter
     from dhrag_core.algorithm.rewriting import LightRewriter, QueryRewriter, Rewrite
     from dhrag_core.algorithm.summaries import ExtractiveSummariser, Summariser
+    from dhrag_core.closing import ClosedError
     from dhrag_core.embedding import (
         Embedder,
         FunctionEmbedder,
@@ -52,6 +53,7 @@ if TYPE_CHECKING:
         PostgresStore,
         SQLiteStore,
         StaleSessionError,
+        StoreClosedError,
         StoreUnavailableError,
         open_store,
     )
@@ -103,6 +105,8 @@ _EXPORTS = {
     "PostgresStore": "dhrag_core.store",
     "SQLiteStore": "dhrag_core.store",
     "StaleSessionError": "dhrag_core.store",
+    "StoreClosedError": "dhrag_core.store",
+    "ClosedError": "dhrag_core.closing",
     "StoreUnavailableError": "dhrag_core.store",
     "open_store": "dhrag_core.store",
 }
@@ -117,6 +121,7 @@ __all__ = [
     "Calibration",
     "Candidate",
     "ChainPolicy",
+    "ClosedError",
     "ContextItem",
     "CorruptStoreError",
     "DHRAGSettings",
@@ -146,6 +151,7 @@ __all__ = [
     "SessionView",
     "Settings",
     "StaleSessionError",
+    "StoreClosedError",
     "StoreUnavailableError",
     "Summariser",
     "ThreadPolicy",

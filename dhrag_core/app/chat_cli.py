@@ -12,7 +12,6 @@ import sys
 import unicodedata
 import warnings
 from collections.abc import Iterable, Iterator, Sequence
-from datetime import datetime
 from pathlib import Path
 from typing import TextIO
 
@@ -32,9 +31,8 @@ from dhrag_core.knowledge.embed_cache import warm_up
 from dhrag_core.knowledge.ingest import load_kb
 from dhrag_core.llm import OpenAICompatibleLLM, llm_from_env
 from dhrag_core.pipeline.engine import DHRAG
-from dhrag_core.records import Turn
 from dhrag_core.settings import Settings
-from dhrag_core.store import open_store, redact_dsn
+from dhrag_core.store import redact_dsn
 from dhrag_core.validation import check_k, check_session_id
 
 __all__ = [
@@ -45,7 +43,6 @@ __all__ = [
     "forget_lines",
     "main",
     "run_chat",
-    "run_sessions",
 ]
 
 COMMANDS = "/trace  /reset  /save  /help  /quit"
@@ -254,53 +251,6 @@ def shown_id(session_id: str) -> str:
     plain = (session_id.isprintable() and session_id.strip() == session_id
              and unicodedata.normalize("NFC", session_id) == session_id)
     return session_id if plain else ascii(session_id)
-
-
-def _describe(turns: Sequence[Turn]) -> str:
-    if not turns:
-        return "no turns"
-    last = max(turns, key=lambda t: t.timestamp)
-    try:
-        when = datetime.fromtimestamp(last.timestamp).strftime("%Y-%m-%d %H:%M")
-    except (OverflowError, OSError, ValueError):  # a time no date can be made of
-        when = "?"
-    kb = last.metadata.get("kb") or "?"
-    return f"{plural(len(turns), 'turn')}, last {when}, knowledge base {kb}"
-
-
-def run_sessions(args: argparse.Namespace, stdout: TextIO | None = None) -> int:
-    """The ``dhrag sessions`` command: list the stored sessions, or delete some."""
-    out = sys.stdout if stdout is None else stdout
-    url = _store_url(args.store)
-    shown = _shown_store(url)
-    if url.startswith("sqlite:///") and not Path(url.removeprefix("sqlite:///")).exists():
-        if args.delete:
-            sys.stderr.write(printable(f"dhrag sessions: error: no store at {shown}") + "\n")
-            return 2
-        out.write(printable(f"no sessions: {shown} does not exist yet") + "\n")
-        return 0
-    try:
-        store = open_store(url)
-        try:
-            ids = sorted(store.sessions())
-            missing = [s for s in args.delete if s not in ids]
-            if missing:  # nothing is deleted when one name is wrong
-                raise ValueError(f"no session {missing[0]!r} in {shown}; "
-                                 "'dhrag sessions' lists them")
-            for sid in dict.fromkeys(args.delete):
-                store.delete_session(sid)
-                out.write(printable(f"deleted session {sid!r}") + "\n")
-            if not args.delete:
-                out.write(printable(f"{plural(len(ids), 'session')} in {shown}") + "\n")
-                for sid in ids:
-                    out.write(printable(f"  {shown_id(sid)}: {_describe(store.load(sid)[0])}")
-                              + "\n")
-        finally:
-            store.close()
-    except (OSError, ValueError, TypeError) as exc:
-        sys.stderr.write(printable(f"dhrag sessions: error: {exc}") + "\n")
-        return 2
-    return 0
 
 
 def _store_url(arg: str | None) -> str:

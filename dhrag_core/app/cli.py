@@ -8,16 +8,21 @@ import logging
 import sys
 import time
 from collections.abc import Sequence
+from datetime import datetime
 from importlib.metadata import PackageNotFoundError, version
+from pathlib import Path
 from typing import TextIO
 
 from dhrag_core.app.answering import ExtractiveAnswerer
+from dhrag_core.app.chat import plural, printable
 from dhrag_core.app.chat_cli import (
     CHAT_DESCRIPTION,
+    _shown_store,
+    _store_url,
     add_chat_arguments,
     add_sessions_arguments,
     run_chat,
-    run_sessions,
+    shown_id,
 )
 from dhrag_core.app.demo import DEMO_TURNS, load_demo_kb
 from dhrag_core.app.interrupt import exit_on_interrupt
@@ -27,6 +32,7 @@ from dhrag_core.pipeline.engine import DHRAG
 from dhrag_core.records import Selection
 from dhrag_core.settings import Settings
 from dhrag_core.store import open_store, redact_dsn
+from dhrag_core.store.base import SessionSummary, session_summaries
 from dhrag_core.transcript import clip, describe_selected
 
 __all__ = ["main"]
@@ -102,6 +108,53 @@ def run_demo(args: argparse.Namespace) -> int:
     return 0
 
 
+def _describe(s: SessionSummary) -> str:
+    try:
+        when = datetime.fromtimestamp(s.last_timestamp).strftime("%Y-%m-%d %H:%M")
+    except (OverflowError, OSError, ValueError):  # a time no date can be made of
+        when = "?"
+    kb = s.last_metadata.get("kb") or "?"
+    return f"{plural(s.turns, 'turn')}, last {when}, knowledge base {kb}"
+
+
+def run_sessions(args: argparse.Namespace, stdout: TextIO | None = None) -> int:
+    """The ``dhrag sessions`` command: list the stored sessions (from the store's
+    per-session summaries: no turn is decoded), or delete some."""
+    out = sys.stdout if stdout is None else stdout
+    url = _store_url(args.store)
+    shown = _shown_store(url)
+    if url.startswith("sqlite:///") and not Path(url.removeprefix("sqlite:///")).exists():
+        if args.delete:
+            sys.stderr.write(printable(f"dhrag sessions: error: no store at {shown}") + "\n")
+            return 2
+        out.write(printable(f"no sessions: {shown} does not exist yet") + "\n")
+        return 0
+    try:
+        store = open_store(url)
+        try:
+            if args.delete:
+                ids = set(store.sessions())
+                missing = [s for s in args.delete if s not in ids]
+                if missing:  # nothing is deleted when one name is wrong
+                    raise ValueError(f"no session {missing[0]!r} in {shown}; "
+                                     "'dhrag sessions' lists them")
+                for sid in dict.fromkeys(args.delete):
+                    store.delete_session(sid)
+                    out.write(printable(f"deleted session {sid!r}") + "\n")
+            else:
+                found = session_summaries(store)
+                out.write(printable(f"{plural(len(found), 'session')} in {shown}") + "\n")
+                for summary in found:
+                    out.write(printable(f"  {shown_id(summary.session_id)}: "
+                                        f"{_describe(summary)}") + "\n")
+        finally:
+            store.close()
+    except (OSError, ValueError, TypeError) as exc:
+        sys.stderr.write(printable(f"dhrag sessions: error: {exc}") + "\n")
+        return 2
+    return 0
+
+
 def _version() -> str:
     try:
         return version("dhrag")
@@ -145,13 +198,16 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
-    logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING)
-    try:  # the default embedder runs in NumPy: no transformers, no progress bars to silence
+    command = "dhrag"
+    try:  # Ctrl-C from the parser's version look-up on, also while the model loads
+        args = build_parser().parse_args(argv)
+        command = f"dhrag {args.command}"
+        logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING)
         return int(args.func(args))
-    except KeyboardInterrupt:  # Ctrl-C, also while torch or the model loads: no traceback
-        status(f"dhrag {args.command}", "interrupted")
+    except KeyboardInterrupt:  # no traceback: one line
+        status(command, "interrupted")
         return 130
+
 
 if __name__ == "__main__":
     sys.exit(main())

@@ -5,8 +5,12 @@ from dhrag_core.store.base import (
     HistoryStore,
     IncrementalStore,
     QuestionStore,
+    SessionSummary,
     StaleSessionError,
+    StoreClosedError,
     StoreUnavailableError,
+    SummaryStore,
+    session_summaries,
 )
 from dhrag_core.store.memory import MemoryStore
 from dhrag_core.store.postgres import PostgresStore, redact_dsn
@@ -20,10 +24,14 @@ __all__ = [
     "PostgresStore",
     "QuestionStore",
     "SQLiteStore",
+    "SessionSummary",
     "StaleSessionError",
+    "StoreClosedError",
     "StoreUnavailableError",
+    "SummaryStore",
     "open_store",
     "redact_dsn",
+    "session_summaries",
 ]
 
 _URL_FORMS = "'memory', 'sqlite:///path/to/file.db' or 'postgresql://user:password@host:port/db'"

@@ -2,14 +2,18 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from typing import Protocol, runtime_checkable
+import json
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, Protocol, runtime_checkable
 
+from dhrag_core.closing import ClosedError
 from dhrag_core.records import Turn
 
 __all__ = [
     "LOG_KEEP", "CorruptStoreError", "HistoryStore", "IncrementalStore", "QuestionStore",
-    "StaleSessionError", "StoreUnavailableError", "check_owned", "in_log", "net_changes",
+    "SessionSummary", "StaleSessionError", "StoreClosedError", "StoreUnavailableError",
+    "SummaryStore", "check_owned", "in_log", "net_changes", "session_summaries", "summarize",
 ]
 
 LOG_KEEP = 64
@@ -29,6 +33,10 @@ class StoreUnavailableError(RuntimeError, ConnectionError):
     """The store cannot be reached or written now (server down, bad DSN, disk full, a file
     that cannot be opened); the message names the store (password masked) and the cause.
     What the failed call was writing was rolled back; committed data is intact."""
+
+
+class StoreClosedError(ClosedError):
+    """The store was used after ``close()``; the message names the store. Open a new one."""
 
 
 class CorruptStoreError(ValueError):
@@ -128,6 +136,62 @@ class QuestionStore(Protocol):
         the held one is that text (another writer may have replaced it: then ``None``, and
         the held one stays)."""
         ...
+
+
+@dataclass(frozen=True)
+class SessionSummary:
+    """One session as ``dhrag sessions`` lists it, read without decoding its turns."""
+
+    session_id: str
+    turns: int
+    last_timestamp: float
+    """The latest turn's timestamp."""
+    last_metadata: Mapping[str, Any]
+    """The latest turn's metadata (of equally late turns, the lowest ``index``)."""
+
+
+@runtime_checkable
+class SummaryStore(Protocol):
+    """A store that summarises its sessions without decoding turns (all built-in stores)."""
+
+    def summaries(self) -> list[SessionSummary]:
+        """A summary of each session that holds at least one turn, ordered by id."""
+        ...
+
+
+def summarize(session_id: str, turns: Sequence[Turn]) -> SessionSummary:
+    """The summary of a session's turns (given in ``index`` order; at least one)."""
+    last = max(turns, key=lambda t: t.timestamp)
+    return SessionSummary(session_id, len(turns), last.timestamp, dict(last.metadata))
+
+
+def session_summaries(store: HistoryStore) -> list[SessionSummary]:
+    """``store.summaries()``; for a store without it, each session loaded and summarised."""
+    if isinstance(store, SummaryStore):
+        return sorted(store.summaries(), key=lambda s: s.session_id)
+    found = [(sid, store.load(sid)[0]) for sid in sorted(store.sessions())]
+    return [summarize(sid, turns) for sid, turns in found if turns]
+
+
+def summary_of_row(store: str, session_id: str, turns: int, ts: float,
+                   metadata: str) -> SessionSummary:
+    """A summary from stored columns; damaged metadata is a ``CorruptStoreError``."""
+    try:
+        meta = json.loads(metadata)
+        if not isinstance(meta, dict):
+            raise TypeError(f"a {type(meta).__name__}, not an object")
+    except (ValueError, TypeError) as exc:
+        raise CorruptStoreError(f"{store}: the latest turn of session {session_id!r} has "
+                                f"damaged metadata: {exc}") from exc
+    return SessionSummary(str(session_id), int(turns), float(ts), meta)
+
+
+SUMMARY_SQL = (
+    "SELECT session_id, n, ts, metadata FROM (SELECT session_id, ts, metadata, "
+    "count(*) OVER (PARTITION BY session_id) AS n, row_number() OVER (PARTITION BY "
+    "session_id ORDER BY ts DESC, idx) AS r FROM dhrag_turns) latest WHERE r = 1"
+)
+"""Each session's turn count and latest turn (timestamp, metadata), in SQLite or PostgreSQL."""
 
 
 def net_changes(

@@ -14,10 +14,12 @@ from dhrag_core.store.base import (
     LOG_KEEP,
     MARK,
     UPSERT,
+    SessionSummary,
     StaleSessionError,
     check_owned,
     in_log,
     net_changes,
+    summarize,
 )
 
 __all__ = ["MemoryStore"]
@@ -128,6 +130,12 @@ class MemoryStore(Closeable):
     def sessions(self) -> list[str]:
         with self._lock:
             return sorted(k for k, s in self._sessions.items() if s.turns)
+
+    def summaries(self) -> list[SessionSummary]:
+        with self._lock:
+            found = sorted((k, list(s.turns.values())) for k, s in self._sessions.items()
+                           if s.turns)
+        return [summarize(k, sorted(turns, key=lambda t: t.index)) for k, turns in found]
 
     def close(self) -> None:
         """Nothing to release."""

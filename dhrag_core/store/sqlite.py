@@ -15,13 +15,17 @@ from dhrag_core.store.base import (
     DELETE,
     LOG_KEEP,
     MARK,
+    SUMMARY_SQL,
     UPSERT,
     CorruptStoreError,
+    SessionSummary,
     StaleSessionError,
+    StoreClosedError,
     StoreUnavailableError,
     check_owned,
     in_log,
     net_changes,
+    summary_of_row,
 )
 from dhrag_core.store.codec import decode_turn, encode_turn
 from dhrag_core.store.schema import SCHEMA_VERSION, TURN_COLUMNS, ddl
@@ -68,6 +72,7 @@ class SQLiteStore(Closeable):
         if not read_only:
             self._create_private()
         self._lock = threading.RLock()
+        self._closed = False
         self._conn = self._connect(timeout)
         try:
             with self._guard():
@@ -127,10 +132,14 @@ class SQLiteStore(Closeable):
     @contextlib.contextmanager
     def _guard(self) -> Iterator[None]:
         """Report a damaged file as ``CorruptStoreError`` and a failure of the file (disk
-        full, no permission, locked too long) as ``StoreUnavailableError``, naming the file."""
+        full, no permission, locked too long) as ``StoreUnavailableError``, naming the file;
+        a closed store raises ``StoreClosedError``."""
+        self._check_open()
         try:
             yield
         except CorruptStoreError as exc:
+            if str(self.path) in str(exc):  # named already
+                raise
             raise CorruptStoreError(f"{self.path}: {exc}") from exc
         except sqlite3.OperationalError as exc:
             if _is_damage(exc):
@@ -143,6 +152,10 @@ class SQLiteStore(Closeable):
             if not _is_damage(exc):
                 raise
             raise self._damaged(exc) from exc
+
+    def _check_open(self) -> None:
+        if self._closed:
+            raise StoreClosedError(f"SQLite store {self.path} is closed; open a new one")
 
     def _damaged(self, exc: sqlite3.DatabaseError) -> CorruptStoreError:
         return CorruptStoreError(
@@ -349,7 +362,7 @@ class SQLiteStore(Closeable):
     def _floor(self) -> int:
         row = self._conn.execute(
             "SELECT value FROM dhrag_meta WHERE key='version_floor'").fetchone()
-        return 0 if row is None else int(row[0])
+        return 0 if row is None else self._integer(row[0], "dhrag_meta.version_floor")
 
     def hold_question(self, session_id: str, question: str) -> None:
         self._writable()
@@ -393,11 +406,19 @@ class SQLiteStore(Closeable):
             ).fetchall()
         return [r[0] for r in rows]
 
+    def summaries(self) -> list[SessionSummary]:
+        """Each session's turn count and latest turn, by SQL: no turn is decoded."""
+        with self._lock, self._guard():
+            rows = self._conn.execute(SUMMARY_SQL + " ORDER BY session_id").fetchall()
+            return [summary_of_row(f"SQLite store {self.path}", *r) for r in rows]
+
     def integrity_check(self) -> str:
         """SQLite's ``PRAGMA integrity_check`` result ("ok" when the file is sound)."""
         with self._lock:
+            self._check_open()
             return str(self._conn.execute("PRAGMA integrity_check").fetchone()[0])
 
     def close(self) -> None:
         with self._lock:
+            self._closed = True
             self._conn.close()

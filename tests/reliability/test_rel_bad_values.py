@@ -22,8 +22,8 @@ from dhrag_core import (
     Settings,
     SQLiteStore,
 )
-from dhrag_core.app.chat_cli import run_chat, run_sessions
-from dhrag_core.app.cli import build_parser
+from dhrag_core.app.chat_cli import run_chat
+from dhrag_core.app.cli import build_parser, run_sessions
 
 WALLS = [f"The wall number {i} is {i * 10} km long and built of stone." for i in range(80)]
 
