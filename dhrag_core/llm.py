@@ -214,7 +214,7 @@ def _deadline_http_client() -> Any:
     """The ``openai`` client's default ``httpx.Client`` (proxies from the environment
     included) whose connections end every wait at the answer's deadline. It reaches into
     httpx's transports and httpcore's pools (no public hook exists); where they change,
-    each wait keeps its own timeout, and tests/reliability/test_rel_app4.py says so."""
+    each wait keeps its own timeout, and tests/reliability/test_rel_llm_and_chat.py says so."""
     from openai import DefaultHttpxClient
 
     client = DefaultHttpxClient()

@@ -1,5 +1,5 @@
-"""Round four of the outside attack (issue 55), the app and LlamaIndex findings, as a user
-meets each one. Each test failed before its fix.
+"""The LLM client, the chat command and LlamaIndex's async chat under stress (found by the
+outside attack of issue 55), as a user meets each finding. Each test failed before its fix.
 
 Item 6: a cancelled LlamaIndex ``achat`` follows one rule (the turn is stored exactly when the
 LLM's answer reached the engine). Item 12: knowledge-base metadata trimming is linear, and

@@ -1,6 +1,7 @@
-"""Round four of the outside attack (issue 55), the history and the engine, as a user meets
-each finding. Each test failed before its fix, but the one that guards the NaN paths that
-named the embedder already (queries, passages, a knowledge base built by encoding).
+"""The engine's limits: reloads, pending selections, wrong vectors, a closed engine (found by
+the outside attack of issue 55), as a user meets each finding. Each test failed before its
+fix, but the one that guards the NaN paths that named the embedder already (queries,
+passages, a knowledge base built by encoding).
 
 Item 10: a session reloaded from its store merges over the clusters changed since the last
 merge pass only, and ends with the clusters a session never reloaded has. Item 11: pending

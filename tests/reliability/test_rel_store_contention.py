@@ -1,4 +1,4 @@
-"""Reliability round four, the history stores (issue 55 items 5, 14 and the raw errors).
+"""The history stores under contention and damage (issue 55 items 5, 14 and the raw errors).
 
 The PostgreSQL contention test runs 16 writer processes (``DHRAG_FAIR_WRITERS``) x 40 turns
 (``DHRAG_FAIR_TURNS``; the issue's 150 take several minutes) on one session of a durable
@@ -10,7 +10,7 @@ after ``close()`` to raise the library's errors, naming the store, and print not
 
 Run as a script, the module is that test's writer:
 
-    python tests/reliability/test_rel_stores4.py DSN WRITER TURNS GO_FILE
+    python tests/reliability/test_rel_store_contention.py DSN WRITER TURNS GO_FILE
 """
 
 from __future__ import annotations
