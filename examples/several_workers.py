@@ -19,9 +19,7 @@ import argparse
 import json
 import multiprocessing as mp
 import os
-import sys
 import uuid
-from pathlib import Path
 from typing import Any
 
 TURNS = 6
@@ -89,9 +87,7 @@ def main() -> None:
     server = None
     dsn = args.dsn
     if not dsn:
-        # the repository's throw-away server helper (benchmarks/ is not an installed package)
-        sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-        from benchmarks.pg_server import TempPostgres
+        from dhrag_core.testing import TempPostgres  # a throw-away server (PostgreSQL's binaries)
 
         server = TempPostgres()
         dsn = server.start()

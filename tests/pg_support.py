@@ -1,6 +1,6 @@
 """PostgreSQL fixtures: a throw-away server for the whole test session.
 
-``postgres_server`` starts one with ``benchmarks.pg_server.TempPostgres`` (PostgreSQL binaries
+``postgres_server`` starts one with ``dhrag_core.testing.TempPostgres`` (PostgreSQL binaries
 under /usr/lib/postgresql/*/bin or on the PATH). Without a server the PostgreSQL tests skip,
 loudly; with ``DHRAG_REQUIRE_POSTGRES=1`` (as ``.ci/run`` sets) they fail instead.
 """
@@ -12,7 +12,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from benchmarks.pg_server import PostgresUnavailable, TempPostgres
+from dhrag_core.testing import PostgresUnavailable, TempPostgres
 
 REQUIRE_ENV = "DHRAG_REQUIRE_POSTGRES"
 TABLES = "dhrag_turns, dhrag_log, dhrag_sessions, dhrag_meta, dhrag_questions, dhrag_state"

@@ -12,7 +12,6 @@ from pathlib import Path
 import pytest
 from pg_support import TABLES, start_server
 
-from benchmarks.pg_server import TempPostgres
 from dhrag_core import (
     HashingEmbedder,
     HistoryDatabase,
@@ -22,6 +21,7 @@ from dhrag_core import (
     open_store,
 )
 from dhrag_core.store.postgres import SCHEMA_VERSION, redact_dsn
+from dhrag_core.testing import TempPostgres
 
 
 def closed_port() -> int:

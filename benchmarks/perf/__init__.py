@@ -2,7 +2,7 @@
 
 Each runs alone (``python -m benchmarks.perf.NAME --help``); their runs are in
 docs/performance.md, docs/results/perf/README.md, docs/workers.md and docs/reliability.md.
-A throw-away PostgreSQL server for them and the tests is ``benchmarks.pg_server``.
+A throw-away PostgreSQL server for them and the tests is ``dhrag_core.testing``.
 
 - ``history_micro``: the history work alone (``select`` + ``add``) per turn and peak RSS at
   1k-100k triples, against a naive baseline

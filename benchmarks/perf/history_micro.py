@@ -16,7 +16,7 @@ same turns in a process of its own.
 
 ``--backends memory sqlite postgres`` times the same work on each store (default sizes 1k and
 10k) with the ratio to memory; PostgreSQL uses ``--dsn`` / ``$DHRAG_POSTGRES_DSN``, or else
-starts a throw-away local server (``benchmarks.pg_server``). The stored triples are seeded with
+starts a throw-away local server (``dhrag_core.testing``). The stored triples are seeded with
 one ``apply``.
 """
 
@@ -311,7 +311,7 @@ def main(argv: list[str] | None = None) -> None:
     server = None
     dsn = args.dsn or os.environ.get("DHRAG_POSTGRES_DSN")
     if "postgres" in args.backends and not dsn:
-        from benchmarks.pg_server import TempPostgres
+        from dhrag_core.testing import TempPostgres
 
         server = TempPostgres()
         dsn = server.start()

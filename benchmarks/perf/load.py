@@ -568,7 +568,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     server = None
     dsn = args.dsn
     if not dsn:
-        from benchmarks.pg_server import TempPostgres
+        from dhrag_core.testing import TempPostgres
 
         server = TempPostgres()
         dsn = server.start()

@@ -368,7 +368,7 @@ def at_a_glance() -> str:
                          ["all", "return"]))
     scen = _load(SCENARIOS)
     sets.append((f"hand-written topic switches ({scen['meta']['n_conversations']} "
-                 "conversations, below)", scen, ["all"]))
+                 "conversations, a development set, below)", scen, ["all"]))
     lines = ["| set | dhrag | thread oracle | best simple baseline (answer-aware interpolation + "
              "dhrag's gate and lexical term, tuned) | last turn |", "|---|---|---|---|---|"]
     for label, run, kinds in sets:
@@ -383,7 +383,8 @@ def at_a_glance() -> str:
 SCENARIO_ROWS = (
     ("last turn", "last-turn"),
     ("last turn + dhrag's lexical term", "last-turn-lex"),
-    ("best answer-aware interpolation (best of {n} on this set{name})", "interp-qa-*"),
+    ("best answer-aware interpolation (best of {n} on this development set, its grid widened "
+     "until the best lay inside{name})", "interp-qa-*"),
     ("dhrag without cues (`use_cues=False`)", "dhrag-no-cues"),
     ("dhrag without threads (`use_chains=False`)", "dhrag-no-chains"),
     ("dhrag without recency (`use_recency=False`)", "dhrag-no-recency"),
@@ -404,7 +405,7 @@ def scenarios() -> str:
     columns += [(f"{title} ({sizes.get(key, 0)})", "MRR@10", key) for title, key in PATTERNS]
     columns.append(("dhrag vs it (p)", "delta:MRR@10", "all"))
     return _grid([("", run)], columns, SCENARIO_ROWS).replace(
-        " on this set `", " on this set: `")
+        " lay inside `", " lay inside: `")
 
 
 MPNET = DOCS / "results" / "mpnet_whole"

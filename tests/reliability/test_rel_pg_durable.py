@@ -31,8 +31,8 @@ from pathlib import Path
 import pytest
 from pg_support import no_server
 
-from benchmarks.pg_server import PostgresUnavailable, TempPostgres
 from dhrag_core import HashingEmbedder, HistoryDatabase, PostgresStore, Settings
+from dhrag_core.testing import PostgresUnavailable, TempPostgres
 
 sys.path.insert(0, str(Path(__file__).parent))
 from crash_writer import DIM, SESSION, turn_text

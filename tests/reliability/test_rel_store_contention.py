@@ -81,7 +81,6 @@ import numpy as np
 import pytest
 from pg_support import no_server
 
-from benchmarks.pg_server import PostgresUnavailable, TempPostgres
 from dhrag_core import HashingEmbedder, HistoryDatabase, PostgresStore, Settings, SQLiteStore
 from dhrag_core.app.cli import main
 from dhrag_core.records import Passage, Turn
@@ -102,6 +101,7 @@ from dhrag_core.store.base import (
     session_summaries,
     summarize,
 )
+from dhrag_core.testing import PostgresUnavailable, TempPostgres
 
 REPO = Path(__file__).resolve().parents[2]
 

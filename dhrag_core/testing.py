@@ -1,4 +1,5 @@
-"""A throw-away local PostgreSQL server for tests and benchmarks (needs ``initdb``/``pg_ctl``).
+"""A throw-away local PostgreSQL server for tests, examples and benchmarks (needs ``initdb`` /
+``pg_ctl``; shipped with the package so that all three may import it).
 
 As root, the server runs as the ``postgres`` system user (``initdb`` refuses root). It listens
 on 127.0.0.1 and a free port, trusts local connections, runs with ``fsync=off`` (fast, not
