@@ -209,7 +209,7 @@ def fit_query(query: Any, max_chars: int, name: str = "query", *, warn: bool = T
     return text
 
 
-def fit_answer(answer: Any, max_chars: int, name: str = "response") -> tuple[str, list[str]]:
+def fit_answer(answer: Any, max_chars: int, name: str = "answer") -> tuple[str, list[str]]:
     """``answer`` made storable like a passage's text (``clean_text``), with what was done:
     an LLM's answer is never refused once it has been given (a type other than str is)."""
     _check_str(name, answer, allow_empty=True)

@@ -16,12 +16,14 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         url = f"sqlite:///{Path(tmp) / 'history.db'}"
         db = HistoryDatabase(embedder=embedder, store=url, settings=Settings(capacity=100))
-        db.add("alice", "What is the Great Wall of China built out of?",
-               ["The Great Wall is made of stone, brick, tamped earth and wood."],
-               "Stone, brick, tamped earth and wood.")
-        db.add("alice", "Where do guinea pigs sleep in the wild?",
-               ["Wild cavies shelter in the burrows of other animals."],
-               "In burrows dug by other animals.")
+        db.add("alice",
+               "What is the Great Wall of China built out of?",
+               "Stone, brick, tamped earth and wood.",
+               passages=["The Great Wall is made of stone, brick, tamped earth and wood."])
+        db.add("alice",
+               "Where do guinea pigs sleep in the wild?",
+               "In burrows dug by other animals.",
+               passages=["Wild cavies shelter in the burrows of other animals."])
         db.close()
 
         db = HistoryDatabase(embedder=embedder, store=url)  # a restart: same history

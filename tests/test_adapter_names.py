@@ -263,3 +263,39 @@ def test_llamaindex_record_refuses_what_is_not_a_turn(engine: DHRAG) -> None:
     with pytest.raises(TypeError, match="query must be a str"):
         retriever.record("alice", None, "Stone.")  # type: ignore[call-overload]
     assert engine.history.size("alice") == 0
+
+
+# -- the core: HistoryDatabase.add and DHRAG.record take the same shape ---------------------
+
+def test_the_core_add_takes_records_shape_and_the_former_one_warns() -> None:
+    import warnings
+
+    from dhrag_core import DHRAG, FaissKnowledgeBase, HashingEmbedder, HistoryDatabase
+
+    emb = HashingEmbedder()
+    db = HistoryDatabase(embedder=emb)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", DeprecationWarning)
+        new = db.add("s", "How long is the wall?", "21,196 km.", passages=["The wall is long."])
+    with pytest.warns(DeprecationWarning, match="add\\(session_id, query, answer"):
+        old = db.add("t", "How long is the wall?", ["The wall is long."], "21,196 km.")
+    with pytest.warns(DeprecationWarning, match="response="):
+        named = db.add("u", "How long is the wall?", response="21,196 km.")
+    for result in (new, old):
+        assert result.turn.response == "21,196 km."
+        assert [p.text for p in result.turn.passages] == ["The wall is long."]
+    assert named.turn.response == "21,196 km." and not named.turn.passages
+    with pytest.raises(TypeError, match="answer must be a str"):
+        db.add("s", "q", 5)  # type: ignore[arg-type]
+    with pytest.warns(DeprecationWarning), pytest.raises(TypeError, match="both"):
+        db.add("s", "q", ["p"], "a", passages=["p"])  # type: ignore[arg-type]
+    with pytest.raises(TypeError, match="answer must be a str"):  # passages= beside it
+        db.add("s", "q", ["not an answer"], passages=["p"])  # type: ignore[arg-type]
+    engine = DHRAG(FaissKnowledgeBase(["The wall is long."], emb), embedder=emb)
+    with pytest.warns(DeprecationWarning, match="record\\(response=\\)"):
+        engine.record("s", "How long?", response="Long.")
+    with pytest.raises(TypeError, match="answer must be a str"):
+        engine.record("s", "How long?")
+    assert [p.name for p in inspect.signature(HistoryDatabase.add).parameters.values()][1:4] \
+        == [p.name for p in inspect.signature(DHRAG.record).parameters.values()][1:4] \
+        == ["session_id", "query", "answer"]

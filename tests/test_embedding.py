@@ -234,8 +234,8 @@ def test_rows_that_are_not_unit_length_are_normalised_with_one_warning(
     scaled, unit = (HistoryDatabase(embedder=e, settings=settings)
                     for e in (_Scaled(), HashingEmbedder(64)))
     for db in (scaled, unit):
-        db.add("s", "How long is the Great Wall?", [], "21,196 km.")
-        db.add("s", "Where do guinea pigs sleep?", [], "In burrows.")
+        db.add("s", "How long is the Great Wall?", "21,196 km.")
+        db.add("s", "Where do guinea pigs sleep?", "In burrows.")
     assert [(h.turn.query, round(h.weight, 6)) for h in scaled.select("s", "wall length")] == [
         (h.turn.query, round(h.weight, 6)) for h in unit.select("s", "wall length")]
 

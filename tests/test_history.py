@@ -32,8 +32,10 @@ TOPICS = [
 
 def fill(db: HistoryDatabase, session: str, n: int, clock: FakeClock | None = None) -> None:
     for i in range(n):
-        db.add(session, f"question {i} about {TOPICS[i % len(TOPICS)]}",
-               [f"passage {i} on {TOPICS[i % len(TOPICS)]}"], f"answer {i}")
+        db.add(session,
+               f"question {i} about {TOPICS[i % len(TOPICS)]}",
+               f"answer {i}",
+               passages=[f"passage {i} on {TOPICS[i % len(TOPICS)]}"])
         if clock is not None:
             clock.advance(10)
 
@@ -52,9 +54,9 @@ def test_add_then_search_finds_the_related_turn(
 def test_weight_follows_equation_13(embedder: HashingEmbedder, clock: FakeClock) -> None:
     s = Settings(alpha=0.3, half_life_turns=2.0, half_life_seconds=100.0)
     db = HistoryDatabase(embedder=embedder, settings=s, clock=clock)
-    db.add("s", "guinea pig hay", [], "")
+    db.add("s", "guinea pig hay", "")
     clock.advance(100)
-    db.add("s", "bond interest", [], "")
+    db.add("s", "bond interest", "")
     hit = next(h for h in db.search("s", "guinea pig hay", k=2) if h.turn.index == 0)
     # turn 0 is 2 turns (next index 2) and 100 s old: recency = 0.5 * 0.5
     assert hit.recency == pytest.approx(0.25)
@@ -69,7 +71,7 @@ def test_capacity_bound_evicts_lowest_weight(embedder: HashingEmbedder, clock: F
         q = f"question {i} about {TOPICS[i % 4]}"
         before = db.turns("s")
         qv = embedder.encode([q])[0]
-        r = db.add("s", q, [f"p{i}"], f"a{i}")
+        r = db.add("s", q, f"a{i}", passages=[f"p{i}"])
         assert db.size("s") <= 5
         if before and len(before) + 1 > 5:
             # recompute eq. 13 for everything stored before, against the new query
@@ -96,14 +98,20 @@ def test_eviction_reaches_store_and_indexes(tmp_path: Path, embedder: HashingEmb
 
 
 def test_near_duplicate_turn_is_merged(db: HistoryDatabase) -> None:
-    a = db.add("s", "Who built the mosque?", [Passage("built in 1680", id="kb1")], "In 1680.")
-    db.add("s", "What is a bond?", ["a bond is debt"], "Debt.")
-    b = db.add("s", "Who built the mosque?", [Passage("the architect", id="kb2")], "In 1680.")
+    a = db.add("s",
+               "Who built the mosque?",
+               "In 1680.",
+               passages=[Passage("built in 1680", id="kb1")])
+    db.add("s", "What is a bond?", "Debt.", passages=["a bond is debt"])
+    b = db.add("s",
+               "Who built the mosque?",
+               "In 1680.",
+               passages=[Passage("the architect", id="kb2")])
     assert b.merged and b.turn.turn_id == a.turn.turn_id and b.turn.merges == 1
     assert [p.id for p in b.turn.passages] == ["kb2", "kb1"]
     assert b.turn.index == 2 and db.size("s") == 2
     # same words, different answer: a different turn, not a duplicate
-    c = db.add("s", "Who built the mosque?", [], "A completely different reply about bridges.")
+    c = db.add("s", "Who built the mosque?", "A completely different reply about bridges.")
     assert not c.merged and db.size("s") == 3
 
 
@@ -119,7 +127,10 @@ def test_passage_vectors_are_not_reencoded(clock: FakeClock) -> None:
     cal = calibrate(HashingEmbedder())
     db = HistoryDatabase(embedder=e, clock=clock, calibration=cal)
     v = HashingEmbedder().encode(["precomputed passage"])[0]
-    db.add("s", "question", [Passage("precomputed passage", vector=v), "fresh passage"], "ans")
+    db.add("s",
+           "question",
+           "ans",
+           passages=[Passage("precomputed passage", vector=v), "fresh passage"])
     assert seen == ["question", "ans", "fresh passage"]
     stored = db.turns("s")[0]
     # stored centred, as int8
@@ -146,7 +157,7 @@ def test_sqlite_reload_gives_identical_retrieval(
     assert after == before
     assert db2.size("alice") == 6 and db2.size("bob") == 3
     # the turn counter continues after a restart
-    assert db2.add("alice", "a new question", [], "").turn.index == 9
+    assert db2.add("alice", "a new question", "").turn.index == 9
 
 
 def test_two_processes_share_a_sqlite_file(tmp_path: Path, embedder: HashingEmbedder) -> None:
@@ -154,15 +165,15 @@ def test_two_processes_share_a_sqlite_file(tmp_path: Path, embedder: HashingEmbe
     w1 = HistoryDatabase(embedder=embedder, store=url, settings=Settings(capacity=4))
     w2 = HistoryDatabase(embedder=embedder, store=url, settings=Settings(capacity=4))
     for i in range(6):
-        (w1 if i % 2 else w2).add("s", f"question {i} {TOPICS[i % 4]}", [], "")
+        (w1 if i % 2 else w2).add("s", f"question {i} {TOPICS[i % 4]}", "")
     assert w1.size("s") == w2.size("s") == 4
     assert [t.index for t in w1.turns("s")] == [t.index for t in w2.turns("s")]
     assert w1.turns("s")[-1].index == 5
 
 
 def test_sessions_never_leak(db: HistoryDatabase) -> None:
-    db.add("alice", "alice secret about guinea pigs", ["alice passage"], "alice answer")
-    db.add("bob", "bob question about bonds", ["bob passage"], "bob answer")
+    db.add("alice", "alice secret about guinea pigs", "alice answer", passages=["alice passage"])
+    db.add("bob", "bob question about bonds", "bob answer", passages=["bob passage"])
     for q in ["alice secret guinea pigs", "bob bonds"]:
         assert {h.turn.session_id for h in db.search("bob", q, k=10)} == {"bob"}
     db.delete_session("bob")
@@ -177,7 +188,7 @@ BAD_ADDS = [
     ({"query": None}, TypeError, "query"),
     ({"query": 42}, TypeError, "query"),
     ({"query": b"\xff\xfe bytes"}, TypeError, "decode"),
-    ({"response": None}, TypeError, "response"),
+    ({"answer": None}, TypeError, "answer"),
     ({"passages": "one string"}, TypeError, "passages"),
     ({"passages": [None]}, TypeError, r"passages\[0\]"),
     ({"metadata": {"x": object()}}, TypeError, r"metadata\['x'\] must be JSON data"),
@@ -216,9 +227,9 @@ def test_text_that_cannot_be_stored_as_given_is_stored_cleaned_and_said_so(
     fill(db, "s", 2)
     if note is None:
         with pytest.warns(UserWarning, match="query: "):
-            db.add("s", query, ["p"], response)
+            db.add("s", query, response, passages=["p"])
     else:
-        db.add("s", query, ["p"], response)
+        db.add("s", query, response, passages=["p"])
     last = db.turns("s")[-1]
     assert last.query == stored_query and len(db.turns("s")) == 3
     assert (note is None) == ("dhrag_cleaned" not in last.metadata)
@@ -234,13 +245,13 @@ def test_bad_input_is_rejected_and_loses_nothing(
     db = HistoryDatabase(embedder=embedder, store=SQLiteStore(tmp_path / "h.db"))
     fill(db, "s", 3)
     before = [(t.turn_id, t.query) for t in db.turns("s")]
-    args = {"session_id": "s", "query": "valid question", "passages": ["p"], "response": "r",
+    args = {"session_id": "s", "query": "valid question", "passages": ["p"], "answer": "r",
             **change}
     with pytest.raises(exc, match=match):
         db.add(args.pop("session_id"), args.pop("query"), **args)
     assert [(t.turn_id, t.query) for t in db.turns("s")] == before
     assert SQLiteStore(tmp_path / "h.db").integrity_check() == "ok"
-    assert db.add("s", "still works", [], "").turn.index == 3
+    assert db.add("s", "still works", "").turn.index == 3
 
 
 @pytest.mark.parametrize(
@@ -268,7 +279,7 @@ def test_bad_search_arguments(db: HistoryDatabase) -> None:
 
 def test_embedder_dimension_mismatch_on_reload(tmp_path: Path) -> None:
     url = f"sqlite:///{tmp_path / 'h.db'}"
-    HistoryDatabase(embedder=HashingEmbedder(64), store=url).add("s", "question", [], "")
+    HistoryDatabase(embedder=HashingEmbedder(64), store=url).add("s", "question", "")
     with pytest.raises(ValueError, match="embedder"):
         HistoryDatabase(embedder=HashingEmbedder(128), store=url).size("s")
 
@@ -285,8 +296,10 @@ def test_threads_on_many_sessions_lose_nothing_and_leak_nothing(
         try:
             for i in range(40):
                 session = f"user{(w + i) % 6}"
-                db.add(session, f"{session} asks question w{w}i{i} about {TOPICS[i % 4]}",
-                       [f"{session} passage w{w}i{i}"], f"{session} answer")
+                db.add(session,
+                       f"{session} asks question w{w}i{i} about {TOPICS[i % 4]}",
+                       f"{session} answer",
+                       passages=[f"{session} passage w{w}i{i}"])
                 for h in db.search(session, f"question w{w}i{i}", k=5):
                     assert h.turn.session_id == session
                     assert h.turn.query.startswith(session + " ")
@@ -313,7 +326,10 @@ def test_sessions_in_memory_are_bounded_and_reloaded_from_the_store(tmp_path: Pa
                          settings=Settings(max_sessions_in_memory=8))
     for round_ in range(2):
         for i in range(40):
-            db.add(f"user{i}", f"question {round_} of user {i}", [f"passage {i}"], "answer")
+            db.add(f"user{i}",
+                   f"question {round_} of user {i}",
+                   "answer",
+                   passages=[f"passage {i}"])
             assert len(db._sessions) <= 8
     assert list(db._sessions) == [f"user{i}" for i in range(32, 40)]  # least recently used out
     for i in range(40):  # evicted sessions come back whole from the store
@@ -328,7 +344,7 @@ def test_reading_unknown_sessions_allocates_nothing_lasting() -> None:
     import tracemalloc
 
     db = HistoryDatabase(embedder=HashingEmbedder(64))
-    db.add("known", "How long is the wall?", ["21,196 km"], "21,196 km.")
+    db.add("known", "How long is the wall?", "21,196 km.", passages=["21,196 km"])
     db.select("probe", "warm up")
     # what is kept, not what awaits the cycle collector (a read's throw-away session state
     # holds reference cycles; when the collector last ran decided the old figure, ~0-210 kB)
@@ -348,7 +364,7 @@ def test_reading_unknown_sessions_allocates_nothing_lasting() -> None:
 def test_deleting_sessions_frees_their_memory() -> None:
     db = HistoryDatabase(embedder=HashingEmbedder(64))
     for i in range(50):
-        db.add(f"u{i}", "What is the capital of France?", ["Paris"], "Paris.")
+        db.add(f"u{i}", "What is the capital of France?", "Paris.", passages=["Paris"])
     assert len(db._sessions) == 50
     for i in range(50):
         db.delete_session(f"u{i}")
@@ -389,7 +405,7 @@ def test_unstorable_passages_are_cleaned_and_the_turn_is_kept(tmp_path: Path) ->
                 metadata={"page": 3, "raw": b"bytes", 7: "int key"}),
         "an ordinary passage",
     ]
-    result = db.add("s", "What does the file say?", passages, "It says hello.")
+    result = db.add("s", "What does the file say?", "It says hello.", passages=passages)
     [turn] = db.turns("s")  # stored in SQLite, reloaded from it by a second database
     again = HistoryDatabase(embedder=HashingEmbedder(64), store=f"sqlite:///{tmp_path / 'h.db'}")
     [stored] = again.turns("s")
@@ -407,11 +423,14 @@ def test_unstorable_passages_are_cleaned_and_the_turn_is_kept(tmp_path: Path) ->
 def test_a_score_that_is_no_number_is_dropped_and_the_turn_is_kept(tmp_path: Path) -> None:
     url = f"sqlite:///{tmp_path / 'h.db'}"
     db = HistoryDatabase(embedder=HashingEmbedder(64), store=url)
-    db.add("s", "What is it?", [
+    db.add("s",
+           "What is it?",
+           "It is one.",
+           passages=[
         Passage(text="one", id="a", score="high"),  # type: ignore[arg-type]
         Passage(text="two", id="b", score=float("nan")),
         Passage(text="three", id="c", score=np.float32(0.5)),  # type: ignore[arg-type]
-    ], "It is one.")
+    ])
     [stored] = HistoryDatabase(embedder=HashingEmbedder(64), store=url).turns("s")
     assert [p.score for p in stored.passages] == [None, None, 0.5]
     notes = [p.metadata.get("dhrag_cleaned", "") for p in stored.passages]
@@ -453,7 +472,7 @@ def test_answer_vector_is_derived_from_the_passages_it_shares_words_with() -> No
                 "bond coupons are paid twice a year",
                 "the governor of the province built a mosque"]
     answer = "The governor built the mosque in 1680."
-    turn = db.add("s", "Who built the mosque?", passages, answer).turn
+    turn = db.add("s", "Who built the mosque?", answer, passages=passages).turn
     assert answer not in emb.texts  # derived, not encoded
     words = set(tokens(answer))
     shares = np.array([len(words & set(tokens(p))) / len(words) for p in passages])
@@ -475,7 +494,7 @@ def test_answer_vector_is_encoded_when_it_cannot_or_must_not_be_derived(
 ) -> None:
     emb = _Counting()
     db = HistoryDatabase(embedder=emb, settings=Settings(answer_vector=mode))
-    turn = db.add("s", "Who built the mosque?", passages, answer).turn
+    turn = db.add("s", "Who built the mosque?", answer, passages=passages).turn
     assert answer in emb.texts
     assert turn.response_vector is not None
     np.testing.assert_allclose(turn.response_vector,
@@ -488,7 +507,7 @@ def test_an_answer_that_did_not_draw_on_its_passages_is_encoded_by_its_opening()
     passages = ["the mosque was built in 1680 by the governor"]
     # 2 of its 7 content words are in the passage: it drew on something else
     answer = "The governor built it after the great fire, records say."
-    turn = db.add("s", "Who built the mosque?", passages, answer).turn
+    turn = db.add("s", "Who built the mosque?", answer, passages=passages).turn
     opening = "The governor built it after"
     assert opening in emb.texts and answer not in emb.texts
     assert turn.response_vector is not None
@@ -497,7 +516,7 @@ def test_an_answer_that_did_not_draw_on_its_passages_is_encoded_by_its_opening()
     # the same answer is derived from that passage when a quarter of its words is enough
     emb2 = _Counting()
     db2 = HistoryDatabase(embedder=emb2, settings=Settings(answer_share=0.25))
-    db2.add("s", "Who built the mosque?", passages, answer)
+    db2.add("s", "Who built the mosque?", answer, passages=passages)
     assert not any("fire" in t for t in emb2.texts)
 
 
@@ -531,9 +550,12 @@ def test_answer_vector_setting_is_checked() -> None:
 
 def test_same_answer_over_other_passages_still_merges_a_duplicate() -> None:
     db = HistoryDatabase(embedder=HashingEmbedder())
-    a = db.add("s", "Who built the mosque?", ["the mosque was built in 1680"], "In 1680.")
-    b = db.add("s", "Who built the mosque?", ["records from 1680 name a builder"], "In 1680.")
-    c = db.add("s", "Who built the mosque?", ["bond coupons"], "Nobody knows.")
+    a = db.add("s", "Who built the mosque?", "In 1680.", passages=["the mosque was built in 1680"])
+    b = db.add("s",
+               "Who built the mosque?",
+               "In 1680.",
+               passages=["records from 1680 name a builder"])
+    c = db.add("s", "Who built the mosque?", "Nobody knows.", passages=["bond coupons"])
     assert b.merged and b.turn.turn_id == a.turn.turn_id
     assert not c.merged
 
@@ -618,5 +640,5 @@ def test_large_session_evicts_what_weighing_every_turn_evicts(
                               s.half_life_seconds)
         w = scoring.combined_weight(scoring.relevance(sims), rec, s.alpha)
         expected = before[int(scoring.lowest_weights(w, 1, age=[t.index for t in before])[0])]
-        r = db.add("s", "q", [], "", query_vector=qv, timestamp=stamp)
+        r = db.add("s", "q", "", query_vector=qv, timestamp=stamp)
         assert r.evicted == (expected.turn_id,)

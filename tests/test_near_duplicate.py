@@ -42,18 +42,18 @@ def _db(fn: Callable[[str], Sequence[float]]) -> HistoryDatabase:
 def test_an_embedder_with_one_vector_for_every_text_keeps_every_turn() -> None:
     db = _db(constant)
     asked = ["Hello World!", "What is the capital of the moon?", "Where do guinea pigs sleep?"]
-    results = [db.add("s", q, None, f"An answer to {q}") for q in asked]
+    results = [db.add("s", q, f"An answer to {q}") for q in asked]
     assert not any(r.merged for r in results)
     assert [t.query for t in db.turns("s")] == asked
 
 
 def test_with_such_an_embedder_words_decide_what_is_a_duplicate() -> None:
     db = _db(constant)
-    db.add("s", "Where do guinea pigs sleep?", None, "In burrows.")
-    db.add("s", "How long is the Great Wall?", None, "21,196 km.")
-    again = db.add("s", "where do Guinea pigs sleep", None, "In burrows.")
+    db.add("s", "Where do guinea pigs sleep?", "In burrows.")
+    db.add("s", "How long is the Great Wall?", "21,196 km.")
+    again = db.add("s", "where do Guinea pigs sleep", "In burrows.")
     assert again.merged and again.turn.merges == 1  # the same words, the same answer
-    other = db.add("s", "Where do guinea pigs sleep?", None, "Under the hay, in hutches.")
+    other = db.add("s", "Where do guinea pigs sleep?", "Under the hay, in hutches.")
     assert not other.merged  # the same question, another answer: vectors cannot say so
     assert db.size("s") == 3
 
@@ -71,18 +71,18 @@ def test_an_embedder_that_tells_texts_apart_still_merges_by_vector(second: str) 
         return v
 
     db = _db(near)
-    first = db.add("s", "Who built the mosque?", None, "In 1680.")
-    db.add("s", "How long is the Great Wall?", None, "21,196 km.")
-    again = db.add("s", second, None, "In 1680.")
+    first = db.add("s", "Who built the mosque?", "In 1680.")
+    db.add("s", "How long is the Great Wall?", "21,196 km.")
+    again = db.add("s", second, "In 1680.")
     assert again.merged and again.turn.turn_id == first.turn.turn_id
     assert db.size("s") == 2
 
 
 def test_the_hashing_embedder_still_merges_a_repeat_and_keeps_a_new_answer() -> None:
     db = HistoryDatabase(embedder=HashingEmbedder())
-    a = db.add("s", "Who built the mosque?", ["built in 1680"], "In 1680.")
-    db.add("s", "What is a bond?", ["a bond is debt"], "Debt.")
-    b = db.add("s", "Who built the mosque?", ["the architect"], "In 1680.")
+    a = db.add("s", "Who built the mosque?", "In 1680.", passages=["built in 1680"])
+    db.add("s", "What is a bond?", "Debt.", passages=["a bond is debt"])
+    b = db.add("s", "Who built the mosque?", "In 1680.", passages=["the architect"])
     assert b.merged and b.turn.turn_id == a.turn.turn_id
-    c = db.add("s", "Who built the mosque?", [], "A completely different reply about bridges.")
+    c = db.add("s", "Who built the mosque?", "A completely different reply about bridges.")
     assert not c.merged and db.size("s") == 3

@@ -220,7 +220,7 @@ def test_history_persists_cluster_and_chain_ids(tmp_path, clock: FakeClock) -> N
     queries = ["guinea pig diet hay", "guinea pig cage hay", "bond interest rates",
                "bond interest yields"]
     for q in queries:
-        db.add("s", q, [], "")
+        db.add("s", q, "")
     before = [(t.turn_id, t.cluster_id, t.chain_id) for t in db.turns("s")]
     assert all(c >= 0 and ch >= 0 for _, c, ch in before)
     assert before[0][1] == before[1][1] != before[2][1] == before[3][1]
@@ -235,8 +235,11 @@ def test_history_persists_cluster_and_chain_ids(tmp_path, clock: FakeClock) -> N
 def test_select_reports_why(clock: FakeClock) -> None:
     db = HistoryDatabase(embedder=HashingEmbedder(), clock=clock,
                          settings=Settings(history_turns=3, use_chains=False))
-    db.add("s", "What do guinea pigs eat?", ["Guinea pigs eat hay and vegetables."], "Hay.")
-    db.add("s", "How do bonds pay interest?", ["Bonds pay coupons."], "Coupons.")
+    db.add("s",
+           "What do guinea pigs eat?",
+           "Hay.",
+           passages=["Guinea pigs eat hay and vegetables."])
+    db.add("s", "How do bonds pay interest?", "Coupons.", passages=["Bonds pay coupons."])
     picked = db.select("s", "Which vegetables are good for guinea pigs?")
     top = picked[0]
     assert top.turn.query == "What do guinea pigs eat?"
@@ -260,7 +263,7 @@ def _switch_and_return(settings: Settings, clock: FakeClock) -> HistoryDatabase:
     db = HistoryDatabase(embedder=HashingEmbedder(), clock=clock,
                          settings=settings.with_(thread_decision="scores"))
     for q, a in GUINEA + BONDS:
-        db.add("s", q, [a], a)
+        db.add("s", q, a, passages=[a])
     return db
 
 
@@ -287,7 +290,7 @@ def test_every_turn_of_the_thread_is_weighed_not_only_the_matched_ones(
                              settings=Settings(history_turns=3, tree_turns=tree_turns,
                                                thread_decision="scores"))
         for q, a in GUINEA + more + BONDS:
-            db.add("s", q, [a], a)
+            db.add("s", q, a, passages=[a])
         return [p.turn.query for p in db.select("s", RETURN)]
 
     # what T* gets does not hang on how many of the session's matches fall in it
@@ -307,7 +310,7 @@ def test_root_weight_keeps_the_turn_that_opened_the_thread(clock: FakeClock) -> 
                                                           "thread_decision": "scores",
                                                           **changes}))
         for q, a in BONDS + GUINEA + more:
-            db.add("s", q, [a], a)
+            db.add("s", q, a, passages=[a])
         return db.select("s", query)
 
     off = picked(root_weight=0.0)
@@ -367,7 +370,7 @@ def test_use_recency_off_drops_the_recent_threads_bonus_in_the_thread_choice(
                                                calibrate=False))
         for question, answer in [("walls of stone", "stone walls answer")] * 2 + [
                 ("bond coupons", "coupon answer")] * 2:
-            db.add("s", question, [], answer)
+            db.add("s", question, answer)
         picked = db.select("s", "tell me about lighthouse keepers history")
         return {p.turn.query for p in picked}
 
@@ -388,8 +391,8 @@ def test_a_follow_up_joins_the_thread_its_query_continues(clock: FakeClock) -> N
     def chain_of_follow_up(link: float | None) -> bool:
         db = HistoryDatabase(embedder=_fixed_embedder(table), clock=clock,
                              settings=Settings(thread_link=link, thread_decision="scores"))
-        first = db.add("s", "first question", [], "first answer").turn
-        follow = db.add("s", "follow-up", [], "answer about something else").turn
+        first = db.add("s", "first question", "first answer").turn
+        follow = db.add("s", "follow-up", "answer about something else").turn
         return first.chain_id == follow.chain_id
 
     # its topic vector (query pulled toward an unrelated answer) alone would start a chain
@@ -404,7 +407,7 @@ def _many_topics(settings: Settings, clock: FakeClock) -> HistoryDatabase:
     for i in range(40):
         q = f"q{i}"
         table[q] = noisy(unit(*([0.0] * (i % 8) + [1.0])), rng, 0.2)
-        db.add("s", q, [], "")
+        db.add("s", q, "")
     table["query"] = unit(0, 0, 1)
     return db
 
@@ -673,7 +676,7 @@ def test_the_tree_keeps_one_topic_row_per_stored_turn_through_eviction() -> None
     for i in range(400):
         c = centres[int(rng.integers(0, 5))]
         pv = [Passage(text=f"p{i}.{j}", vector=noisy(c, rng, 0.4)) for j in range(2)]
-        db.add("s", f"q{i}", pv, "", query_vector=noisy(c, rng, 0.4))
+        db.add("s", f"q{i}", "", passages=pv, query_vector=noisy(c, rng, 0.4))
     s = db._session("s")
     tree = s.tree
     assert len(s.turns) == 120 == len(tree) == len(tree.vectors)

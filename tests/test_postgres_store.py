@@ -176,16 +176,16 @@ def test_server_restart_and_outage_lose_nothing(own_server: TempPostgres) -> Non
                          store=PostgresStore(own_server.dsn, min_size=2, timeout=10),
                          settings=Settings(capacity=100), clock=lambda: float(next(clock)))
     for i in range(5):
-        db.add("s", f"question {i} about topic {i}", [f"passage {i}"], f"answer {i}")
+        db.add("s", f"question {i} about topic {i}", f"answer {i}", passages=[f"passage {i}"])
     own_server.restart()
-    db.add("s", "question 5 after the restart", ["passage 5"], "answer 5")
+    db.add("s", "question 5 after the restart", "answer 5", passages=["passage 5"])
     assert db.size("s") == 6 and db.search("s", "restart", k=1)[0].turn.index == 5
 
     own_server.stop_server()
     with pytest.raises(StoreUnavailableError, match=f"127.0.0.1:{own_server.port}"):
-        db.add("s", "question while the server is down", [], "lost")
+        db.add("s", "question while the server is down", "lost")
     own_server.start_server()
-    db.add("s", "question 6 after the outage", ["passage 6"], "answer 6")
+    db.add("s", "question 6 after the outage", "answer 6", passages=["passage 6"])
     assert [t.index for t in db.turns("s")] == list(range(7))
     db.close()
     with psycopg.connect(own_server.dsn) as conn:

@@ -54,7 +54,10 @@ def _worker(dsn: str, wid: int, capacity: int, barrier: Any, out: str) -> None:
         query = f"[{session}] w{wid} t{i} {uuid.uuid4().hex}"
         while True:
             try:
-                db.add(session, query, [f"passage of [{session}] w{wid} t{i}"], f"answer {i}")
+                db.add(session,
+                       query,
+                       f"answer {i}",
+                       passages=[f"passage of [{session}] w{wid} t{i}"])
                 break
             except StaleSessionError:
                 with lock:
@@ -168,7 +171,7 @@ def _contender(dsn: str, wid: int, adds: int, barrier: Any, out: str) -> None:
     lost = 0
     for i in range(adds):
         try:  # no retry of our own: a StaleSessionError is a lost turn
-            db.add("one", f"w{wid} t{i} {uuid.uuid4().hex}", response=f"answer {i}")
+            db.add("one", f"w{wid} t{i} {uuid.uuid4().hex}", f"answer {i}")
         except StaleSessionError:
             lost += 1
     db.close()

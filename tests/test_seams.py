@@ -61,7 +61,7 @@ def _session(clock: FakeClock, **policies: object) -> HistoryDatabase:
                          settings=Settings(history_turns=3, thread_decision="scores"),
                          **policies)  # type: ignore[arg-type]
     for q, a in GUINEA + BONDS:
-        db.add("s", q, [a], a)
+        db.add("s", q, a, passages=[a])
     return db
 
 
@@ -99,7 +99,7 @@ def test_a_policy_that_names_no_chain_of_the_session_is_refused(clock: FakeClock
         _session(clock, thread_policy=Wrong())
     db = HistoryDatabase(embedder=HashingEmbedder(), chain_policy=Wrong())
     with pytest.raises(ValueError, match=r"Wrong\.link must return a chain id"):
-        db.add("s", GUINEA[0][0], [], GUINEA[0][1])
+        db.add("s", GUINEA[0][0], GUINEA[0][1])
     assert db.turns("s") == [], "nothing stored"
     with pytest.raises(TypeError, match="thread_policy"):
         HistoryDatabase(embedder=HashingEmbedder(), thread_policy=object())  # type: ignore[arg-type]

@@ -99,9 +99,9 @@ def fixed(table: dict[str, np.ndarray]) -> FunctionEmbedder:
 
 def test_max_query_chars_cuts_a_longer_query_at_a_word_with_one_warning() -> None:
     db = HistoryDatabase(embedder=HashingEmbedder(), settings=Settings(max_query_chars=20))
-    db.add("s", "twelve chars", [], "ok")
+    db.add("s", "twelve chars", "ok")
     with pytest.warns(UserWarning, match=r"cut from 29 .*max_query_chars.*--max-query-chars"):
-        db.add("s", "how long is the wall of china", [], "21,196 km.")
+        db.add("s", "how long is the wall of china", "21,196 km.")
     assert [t.query for t in db.turns("s")] == ["twelve chars", "how long is the wall"]
     with pytest.warns(UserWarning, match="cut from"):
         db.select("s", "how long is the wall of china")
@@ -113,7 +113,7 @@ def test_max_passage_metadata_chars_drops_the_largest_fields_of_a_stored_passage
     def stored(limit: int) -> dict[str, object]:
         db = HistoryDatabase(embedder=HashingEmbedder(),
                              settings=Settings(max_passage_metadata_chars=limit))
-        db.add("s", "question", [Passage("a passage", metadata=meta)], "answer")
+        db.add("s", "question", "answer", passages=[Passage("a passage", metadata=meta)])
         return dict(db.turns("s")[0].passages[0].metadata)
 
     assert stored(10_000)["raw_html"] == meta["raw_html"]
@@ -130,7 +130,7 @@ def test_cluster_min_quality_splits_a_cluster_whose_members_drift_apart() -> Non
             cluster_threshold=0.3, cluster_min_quality=min_quality, calibrate=False,
             merge_threshold=1.0))
         for i in range(12):
-            db.add("s", f"q{i}", [], "")
+            db.add("s", f"q{i}", "")
         return len({t.cluster_id for t in db.turns("s")})
 
     assert clusters(-1.0) == 1
@@ -144,8 +144,8 @@ def test_relevance_contrast_sharpens_relevances_around_the_best_match() -> None:
     def relevances(contrast: float | None) -> dict[str, float]:
         db = HistoryDatabase(embedder=fixed(table), settings=Settings(
             relevance_contrast=contrast, use_chains=False, calibrate=False))
-        db.add("s", "first", [], "")
-        db.add("s", "second", [], "")
+        db.add("s", "first", "")
+        db.add("s", "second", "")
         return {p.turn.query: p.relevance for p in db.select("s", "query")}
 
     assert relevances(None) == pytest.approx({"first": 0.55, "second": 0.5}, abs=1e-5)
@@ -168,7 +168,7 @@ def _thread_of(query: str, clock: FakeClock, **changes: object) -> set[str]:
         calibrate=False, thread_decision="scores").with_(**changes))
     for question, answer in [("walls of stone", "stone walls answer")] * 2 + [
             ("bond coupons", "coupon answer")] * 2:
-        db.add("s", question, [], answer)
+        db.add("s", question, answer)
     return {p.turn.query for p in db.select("s", query)}
 
 

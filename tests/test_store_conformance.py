@@ -259,10 +259,10 @@ def test_a_cache_never_takes_a_re_created_session_for_the_deleted_one(
     emb = HashingEmbedder(dimension=64)
     a = HistoryDatabase(embedder=emb, store=backend.open())
     b = HistoryDatabase(embedder=emb, store=backend.open())
-    a.add("s", "How long is the Great Wall?", ["21,196 km"], "21,196 km.")
+    a.add("s", "How long is the Great Wall?", "21,196 km.", passages=["21,196 km"])
     assert [t.query for t in b.turns("s")] == ["How long is the Great Wall?"]  # b caches it
     a.delete_session("s")
-    a.add("s", "Where do guinea pigs sleep?", ["In burrows."], "In burrows.")
+    a.add("s", "Where do guinea pigs sleep?", "In burrows.", passages=["In burrows."])
     assert [t.query for t in b.turns("s")] == ["Where do guinea pigs sleep?"]
     assert {h.turn.query for h in b.select("s", "How long do they sleep?")} == {
         "Where do guinea pigs sleep?"}
@@ -374,7 +374,10 @@ def conversation(db: HistoryDatabase, clock: Clock, session: str, start: int, n:
         if i % 7 == 6:
             q = topic[0]  # a repeated question: exercises the near-duplicate merge
         clock.now += 30.0
-        db.add(session, q, [f"{q} passage {i}", f"shared passage {i % 4}"], f"answer {i} to {q}")
+        db.add(session,
+               q,
+               f"answer {i} to {q}",
+               passages=[f"{q} passage {i}", f"shared passage {i % 4}"])
 
 
 def fingerprint(db: HistoryDatabase, session: str) -> list[Any]:
@@ -434,8 +437,10 @@ def test_two_databases_on_one_store_see_each_other(backend: Backend) -> None:
     a = HistoryDatabase(embedder=emb, store=backend.open(), settings=SETTINGS, clock=clock)
     b = HistoryDatabase(embedder=emb, store=backend.open(), settings=SETTINGS, clock=clock)
     for i in range(12):
-        (a if i % 2 else b).add("s", f"question number {i} about topic {i % 3}", [f"p{i}"],
-                                f"answer {i}")
+        (a if i % 2 else b).add("s",
+                                f"question number {i} about topic {i % 3}",
+                                f"answer {i}",
+                                passages=[f"p{i}"])
         clock.now += 5
     assert [t.query for t in a.turns("s")] == [t.query for t in b.turns("s")]
     assert a.size("s") == SETTINGS.capacity
@@ -487,7 +492,7 @@ def test_a_process_catches_up_without_reloading_the_session(
     for i in range(24):  # past the capacity: evictions and near-duplicate merges too
         topic = TOPICS[(i // 3) % len(TOPICS)]
         q = topic[0] if i % 7 == 6 else topic[i % len(topic)]
-        (a if i % 2 else b).add("s", q, [f"{q} passage {i}"], f"answer {i} to {q}")
+        (a if i % 2 else b).add("s", q, f"answer {i} to {q}", passages=[f"{q} passage {i}"])
         clock.now += 30.0
     assert reloads == ["s", "s"], "one first load per database, then only catch-ups"
     fresh = HistoryDatabase(embedder=emb, store=backend.open(), settings=SETTINGS, clock=clock)

@@ -103,7 +103,7 @@ def _session(decision: str, clock: FakeClock) -> HistoryDatabase:
     for q, a in [("How tall is the Eiffel Tower in Paris?", "It is 330 metres tall."),
                  ("Who designed the Eiffel Tower?", "Gustave Eiffel's company."),
                  ("Who painted the Mona Lisa?", "I'm sorry, I don't have that information.")]:
-        db.add("s", q, [], a)
+        db.add("s", q, a)
     return db
 
 

@@ -65,5 +65,5 @@ def test_a_he_or_she_goes_back_to_the_thread_that_spoke_of_a_person(
             "The cashew tree is native to northeastern Brazil."),
             ("how long before a tree gives nuts?", "A tree starts producing after about "
              "three years.")):
-        history.add(SESSION, question, [], answer)
+        history.add(SESSION, question, answer)
     assert [h.turn.query for h in history.select(SESSION, return_question)][:1] == [person[0]]

@@ -190,7 +190,7 @@ def replay(conversations: Sequence[TopicConversation], embedder: Embedder,
                 picks = {"dhrag": [index[s.turn.turn_id] for s in selected]}
                 picks.update(_rule_picks(topics, qv, t))
                 out.append(Judged(conv.id, t, kind, picks))
-            added = db.add(session, turn.question, [], turn.answer)
+            added = db.add(session, turn.question, turn.answer)
             index.setdefault(added.turn.turn_id, t)
         db.delete_session(session)
     return out

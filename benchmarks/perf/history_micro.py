@@ -217,7 +217,7 @@ def run_size(n: int, turns: int, backend: str = "memory", dsn: str | None = None
         a = time.perf_counter()
         db.select(sid, qs[i])
         b = time.perf_counter()
-        db.add(sid, f"new query {i}", passages, "", query_vector=qs[i])
+        db.add(sid, f"new query {i}", "", passages=passages, query_vector=qs[i])
         c = time.perf_counter()
         search_t.append(b - a)
         add_t.append(c - b)

@@ -63,7 +63,7 @@ def run(sessions: int, turns: int, group: int, bound: int, embedder: Embedder,
                 query = QUESTIONS[turn % len(QUESTIONS)].format(t=topic) + f" ({sid})"
                 qv = db.encode_query(query)
                 db.select(sid, qv)
-                db.add(sid, query, [f"{topic}: {answer}"], answer, query_vector=qv)
+                db.add(sid, query, answer, passages=[f"{topic}: {answer}"], query_vector=qv)
         window_t += time.perf_counter() - t0
         window_turns += len(ids) * turns
         done_turns += len(ids) * turns

@@ -106,7 +106,10 @@ class World:
         for q, a in [("How long is the Great Wall?", "21,196 km."),
                      ("What is it built of?", "Stone and brick.")]:
             self.rag.record("alice", q, a, selection=self.rag.select("alice", q))
-        self.db.add("bob", "How long do guinea pigs live?", [DOCS["pigs"]], "Four to eight years.")
+        self.db.add("bob",
+                    "How long do guinea pigs live?",
+                    "Four to eight years.",
+                    passages=[DOCS["pigs"]])
         self.bob_probe = self._bob_view()
 
     def _bob_view(self) -> Any:
@@ -213,18 +216,19 @@ def _changed(before: dict[str, dict[str, tuple[Any, ...]]],
 def _core_doors(w: World) -> dict[str, tuple[str, Callable[[Any], Any]]]:
     rag, db = w.rag, w.db
     return {
-        "HistoryDatabase.add(query=)": ("write", lambda v: db.add("alice", v, ["p"], "a")),
-        "HistoryDatabase.add(response=)": (
-            "write", lambda v: db.add("alice", "Which river is longest?", ["p"], v)),
+        "HistoryDatabase.add(query=)": ("write", lambda v: db.add("alice", v, "a", passages=["p"])),
+        "HistoryDatabase.add(answer=)": (
+            "write", lambda v: db.add("alice", "Which river is longest?", v, passages=["p"])),
         "HistoryDatabase.add(passages=[x])": (
-            "write", lambda v: db.add("alice", "Which moon is closest?", [v], "a")),
-        "HistoryDatabase.add(session_id=)": ("write", lambda v: db.add(v, "q", ["p"], "a")),
+            "write", lambda v: db.add("alice", "Which moon is closest?", "a", passages=[v])),
+        "HistoryDatabase.add(session_id=)": (
+            "write", lambda v: db.add(v, "q", "a", passages=["p"])),
         "HistoryDatabase.search(query=)": ("read", lambda v: db.search("alice", v, k=2)),
         "HistoryDatabase.select(query=)": ("read", lambda v: db.select("alice", v)),
         "HistoryDatabase.select(session_id=)": ("read", lambda v: db.select(v, "wall")),
         "DHRAG.select(query=)": ("read", lambda v: rag.select("alice", v)),
         "DHRAG.record(query=)": ("write", lambda v: rag.record("alice", v, "an answer")),
-        "DHRAG.record(response=)": (
+        "DHRAG.record(answer=)": (
             "write", lambda v: rag.record("alice", "How far is the Moon?", v)),
         "DHRAG.record_turns([(x, answer)])": (
             "write", lambda v: rag.record_turns("alice", [(v, "An answer.")])),

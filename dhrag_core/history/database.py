@@ -12,6 +12,7 @@ import logging
 import random
 import threading
 import time
+import warnings
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
 from typing import Any
@@ -207,26 +208,30 @@ class HistoryDatabase(Closeable):
         self,
         session_id: str,
         query: str,
+        answer: str | Sequence[Passage | str] | None = "",
+        *former: str,
         passages: Sequence[Passage | str] | None = None,
-        response: str = "",
-        *,
         metadata: Mapping[str, Any] | None = None,
         query_vector: Vector | None = None,
         timestamp: float | None = None,
         choice: ThreadChoice | None = None,
+        response: str | None = None,
     ) -> AddResult:
-        """Store one turn's triple, merge near-duplicates, evict beyond capacity.
+        """Store one turn, ``query``, its ``answer`` and the ``passages`` shown (the shape of
+        ``DHRAG.record``); merge near-duplicates, evict beyond capacity.
 
         Passages that carry a ``vector`` (the embedder's, like ``query_vector``) are not
         re-encoded. ``choice``: the ``ThreadChoice`` made for this query (``choose``); the
         thread the turn joins is taken from it while the session has not changed since,
         else decided again. All input is checked before anything is written, so a bad call
-        leaves the session as it was.
+        leaves the session as it was. The former shape ``add(session_id, query, passages,
+        response)`` (and ``response=``) works until the next release, with a warning.
         """
         self._check_open()
         check_session_id(session_id)
+        response, passages = _turn_of(answer, former, passages, response)
         query = fit_query(query, self.settings.max_query_chars)
-        response, cleaned = fit_answer(response, self.settings.max_text_chars)
+        response, cleaned = fit_answer(response, self.settings.max_text_chars, "answer")
         items = check_passages(passages, self.settings)
         meta = check_metadata("metadata", metadata, max_chars=self.settings.max_metadata_chars)
         if cleaned:  # stored as it could be, and said so: the answer was given already
@@ -299,7 +304,7 @@ class HistoryDatabase(Closeable):
         """``DHRAG.record_messages`` for a history without an engine: each turn stored with
         ``add`` (no passages); a question left unanswered is held in the store."""
         return record_messages(self, session_id, messages,
-                               lambda query, answer: self.add(session_id, query, None, answer))
+                               lambda query, answer: self.add(session_id, query, answer))
 
     # -- reads -----------------------------------------------------------------------------
 
@@ -486,6 +491,29 @@ class HistoryDatabase(Closeable):
             return
         self._closed = True
         self.store.close()
+
+
+def _turn_of(answer: Any, former: tuple[str, ...], passages: Any,
+             response: str | None) -> tuple[Any, Any]:
+    """(answer, passages) of an ``add`` call, read from the former shape ``add(session_id,
+    query, passages, response)`` or ``response=`` too, with a ``DeprecationWarning``."""
+    if len(former) > 1:
+        raise TypeError(f"add() takes at most 4 positional arguments ({3 + len(former)} given)")
+    # a list third, with no passages= beside it, is the former shape's passages
+    old = bool(former) or (passages is None and isinstance(answer, (list, tuple)))
+    if old or response is not None:
+        warnings.warn("HistoryDatabase.add(session_id, query, passages, response) and "
+                      "response= are deprecated: call add(session_id, query, answer, "
+                      "passages=...)", DeprecationWarning, stacklevel=3)
+    if old:
+        if passages is not None:
+            raise TypeError("add() got passages both by position and as passages=")
+        answer, passages = (former[0] if former else ""), answer
+    if response is not None:
+        if answer != "":
+            raise TypeError("add() got the answer both as answer and as response=")
+        answer = response
+    return answer, passages
 
 
 def _text_of(query: str | Vector, query_text: str | None) -> str:

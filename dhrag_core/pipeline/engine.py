@@ -342,22 +342,25 @@ class DHRAG(Closeable):
         self,
         session_id: str,
         query: str,
-        response: str,
+        answer: str | None = None,
         *,
         selection: Selection | None = None,
         passages: Sequence[Passage | str] | None = None,
         metadata: Mapping[str, Any] | None = None,
+        response: str | None = None,
     ) -> AddResult:
-        """Store the turn's triple: the passages shown and the response. Updates weights,
+        """Store the turn: ``query``, the passages shown and the ``answer``. Updates weights,
         evicts, organises.
 
         The passages are ``passages`` when given, else the context of ``selection``, else
         that of the session's pending selection (the latest ``select``) if it was made for
         ``query`` (it is then no longer pending), else none; a context longer than
         ``Settings.max_passages`` (``select`` with a larger ``k``) keeps its best ones.
+        ``response=``: the former name of ``answer``, until the next release (it warns).
         """
         self._check_open()
         check_session_id(session_id)
+        answer = _answer_of(answer, response)
         asked = query
         query = fit_query(query, self.settings.max_query_chars, warn=False)
         if query != asked and selection is None and (session_id, query) not in self._pending:
@@ -384,8 +387,8 @@ class DHRAG(Closeable):
         )
         qv = selection.query_vector if selection is not None else None
         try:
-            return self.history.add(session_id, query, shown, response, metadata=metadata,
-                                    query_vector=qv, choice=choice)
+            return self.history.add(session_id, query, answer, passages=shown,
+                                    metadata=metadata, query_vector=qv, choice=choice)
         except BaseException:
             self._pending.restore(taken)
             raise
@@ -394,15 +397,17 @@ class DHRAG(Closeable):
         self,
         session_id: str,
         query: str,
-        response: str,
+        answer: str | None = None,
         *,
         selection: Selection | None = None,
         passages: Sequence[Passage | str] | None = None,
         metadata: Mapping[str, Any] | None = None,
+        response: str | None = None,
     ) -> AddResult:
         """``record`` off the event loop."""
+        answer = _answer_of(answer, response)
         return await asyncio.to_thread(
-            self.record, session_id, query, response, selection=selection, passages=passages,
+            self.record, session_id, query, answer, selection=selection, passages=passages,
             metadata=metadata,
         )
 
@@ -455,6 +460,19 @@ class DHRAG(Closeable):
         self._check_open()
         self.history.delete_session(session_id)
         self._pending.forget_session(session_id)
+
+
+def _answer_of(answer: str | None, response: str | None) -> str:
+    """The answer of a ``record`` call, also from its former name ``response=`` (warned)."""
+    if response is not None:
+        warnings.warn("record(response=) is deprecated: pass the answer as answer= (or third, "
+                      "by position)", DeprecationWarning, stacklevel=3)
+        if answer is not None:
+            raise TypeError("record() got the answer both as answer and as response=")
+        return response
+    if answer is None:
+        raise TypeError("answer must be a str, got None: record(session_id, query, answer)")
+    return answer
 
 
 def _shown(history: Sequence[SelectedTurn]) -> list[SelectedTurn]:

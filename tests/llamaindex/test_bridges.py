@@ -149,9 +149,10 @@ def test_llamaindex_embedding_drives_dhrag(index: VectorStoreIndex,
 def _selected(hashing: HashingEmbedder) -> list[SelectedTurn]:
     # selection over the whole session (not inside one thread): both turns reach the prompt
     db = HistoryDatabase(embedder=hashing, settings=Settings(use_chains=False))
-    db.add("s", "What is the Great Wall of China built out of?", None,
+    db.add("s",
+           "What is the Great Wall of China built out of?",
            "Stone, brick, tamped earth and wood.")
-    db.add("s", "Where do guinea pigs sleep?", None, "In burrows.")
+    db.add("s", "Where do guinea pigs sleep?", "In burrows.")
     return db.select("s", "How long is it?")
 
 

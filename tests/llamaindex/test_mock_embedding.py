@@ -57,7 +57,7 @@ def test_an_embedder_that_tells_texts_apart_is_not_warned_about() -> None:
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always")
             for q in QUESTIONS:
-                db.add("s", q, None, "An answer to " + q)
+                db.add("s", q, "An answer to " + q)
     assert _same_vector_warnings(caught) == []
     assert db.size("s") == 3
 

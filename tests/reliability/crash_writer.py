@@ -35,7 +35,7 @@ def main() -> None:
     n = start
     while True:
         query, passages, response = turn_text(n)
-        db.add(SESSION, query, passages, response, metadata={"n": n})
+        db.add(SESSION, query, response, passages=passages, metadata={"n": n})
         sys.stdout.write(f"committed {n}\n")
         sys.stdout.flush()
         n += 1

@@ -33,7 +33,7 @@ def main() -> None:
         while True:
             query, passages, response = turn_text(n)
             try:
-                db.add(SESSION, query, passages, response, metadata={"n": n})
+                db.add(SESSION, query, response, passages=passages, metadata={"n": n})
             except StoreUnavailableError as exc:
                 print(f"unavailable: {exc}", file=sys.stderr, flush=True)
                 sys.exit(UNAVAILABLE)

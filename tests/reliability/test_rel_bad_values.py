@@ -79,9 +79,9 @@ def test_a_context_above_max_passages_is_refused_or_capped(tmp_path: Path,
 @pytest.mark.parametrize("when", [1e20, 3e11, -1e13])
 def test_a_timestamp_no_date_can_be_made_of_is_refused(when: float, tmp_path: Path) -> None:
     db = HistoryDatabase(embedder=HashingEmbedder(), store=f"sqlite:///{tmp_path / 'h.db'}")
-    db.add("s", "kept", response="a", timestamp=1_700_000_000.0)
+    db.add("s", "kept", "a", timestamp=1_700_000_000.0)
     with pytest.raises(ValueError, match="between the years 1 and 9999"):
-        db.add("s", "q", response="a", timestamp=when)
+        db.add("s", "q", "a", timestamp=when)
     assert [t.query for t in db.turns("s")] == ["kept"]
     db.close()
     args = build_parser().parse_args(["sessions", "--store", f"sqlite:///{tmp_path / 'h.db'}"])
@@ -94,7 +94,7 @@ def test_session_ids_that_forge_or_hide_lines_are_escaped(tmp_path: Path) -> Non
     db = HistoryDatabase(embedder=HashingEmbedder(), store=url)
     composed, decomposed = "caf\u00e9", "cafe\u0301"
     for sid in ("alice", "bob\n  mallory: 99 turns", composed, decomposed):
-        db.add(sid, "q", response="a")
+        db.add(sid, "q", "a")
     db.close()
     out = io.StringIO()
     assert run_sessions(build_parser().parse_args(["sessions", "--store", url]), out) == 0
@@ -126,7 +126,7 @@ class WrongEmbedder:
 def test_an_embedder_returning_the_wrong_thing_is_named(how: str) -> None:
     db = HistoryDatabase(embedder=WrongEmbedder(how), settings=Settings(calibrate=False))
     with pytest.raises(TypeError, match=r"WrongEmbedder\.encode\(texts\)"):
-        db.add("s", "a question", response="an answer")
+        db.add("s", "a question", "an answer")
     with pytest.raises(TypeError, match=r"WrongEmbedder\.encode\(texts\)"):
         FaissKnowledgeBase(["one", "two"], WrongEmbedder(how))
     assert db.size("s") == 0
@@ -300,7 +300,7 @@ def test_a_non_integer_version_is_a_corrupt_store_naming_the_file(
 
     path = tmp_path / "h.db"
     db = HistoryDatabase(embedder=HashingEmbedder(), store=f"sqlite:///{path}")
-    db.add("s", "q", response="a")
+    db.add("s", "q", "a")
     db.close()
     with sqlite3.connect(path) as conn:
         conn.execute(f"UPDATE {table} SET {column} = 'x1' WHERE {where}")
@@ -352,7 +352,7 @@ def test_a_latin1_postgres_database_is_refused_with_a_clear_error(postgres_dsn: 
     base, _, _ = postgres_dsn.rpartition("/")
     db = HistoryDatabase(embedder=HashingEmbedder(), store=f"{base}/dhrag_latin1")
     with pytest.raises(ValueError, match="encoding is LATIN1"):
-        db.add("s", "Do you like it? \U0001F600", response="yes")
+        db.add("s", "Do you like it? \U0001F600", "yes")
     db.close()
 
 
@@ -378,11 +378,11 @@ def test_postgres_roles_without_rights_get_a_permission_error(postgres_dsn: str,
     nocreate = f"{scheme}://dhrag_nocreate@{host}/dhrag_rights"
     db = HistoryDatabase(embedder=HashingEmbedder(), store=nocreate)
     with pytest.raises(PermissionError, match="permission denied"):
-        db.add("s", "q", response="a")
+        db.add("s", "q", "a")
     db.close()
     # the reader: tables exist (made by the owner), SELECT only
     seeded = HistoryDatabase(embedder=HashingEmbedder(), store=owner)
-    seeded.add("s", "q", response="a")
+    seeded.add("s", "q", "a")
     seeded.close()
     with psycopg.connect(owner, autocommit=True) as conn:
         conn.execute("GRANT SELECT ON ALL TABLES IN SCHEMA public TO dhrag_reader")
@@ -390,7 +390,7 @@ def test_postgres_roles_without_rights_get_a_permission_error(postgres_dsn: str,
     db = HistoryDatabase(embedder=HashingEmbedder(), store=reader)
     assert db.size("s") == 1
     with pytest.raises(PermissionError, match="dhrag_reader"):
-        db.add("s", "another", response="b")
+        db.add("s", "another", "b")
     db.close()
     args = build_parser().parse_args(["sessions", "--store", reader, "--delete", "s"])
     assert run_sessions(args, io.StringIO()) == 2
@@ -402,8 +402,10 @@ def test_a_new_sqlite_history_is_readable_by_its_owner_only(tmp_path: Path) -> N
     folder created 0700; an existing file keeps the permissions its owner gave it."""
     path = tmp_path / "new" / "dhrag" / "chat.db"
     with SQLiteStore(path) as store:
-        HistoryDatabase(embedder=HashingEmbedder(dimension=32), store=store).add(
-            "s", "question", ["passage"], "answer")
+        HistoryDatabase(embedder=HashingEmbedder(dimension=32), store=store).add("s",
+                                                                                 "question",
+                                                                                 "answer",
+                                                                                 passages=["passage"])
         assert (path.stat().st_mode & 0o777) == 0o600
         wal = path.with_name("chat.db-wal")
         assert wal.exists() and (wal.stat().st_mode & 0o777) == 0o600

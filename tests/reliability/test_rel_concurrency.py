@@ -158,8 +158,10 @@ def test_databases_on_one_sqlite_file_write_one_session(tmp_path: Path, writers:
             for j in range(n):
                 sid = "shared" if j % 4 else f"side{j % 8}"
                 results[w].append(
-                    db.add(sid, f"{sid} writer{w} turn{j} about {WORDS[j % len(WORDS)]}",
-                           [f"passage {w}.{j}"], f"answer {w}.{j}")
+                    db.add(sid,
+                           f"{sid} writer{w} turn{j} about {WORDS[j % len(WORDS)]}",
+                           f"answer {w}.{j}",
+                           passages=[f"passage {w}.{j}"])
                 )
         except BaseException as exc:  # pragma: no cover - reported below
             errors.append(exc)
@@ -207,7 +209,7 @@ def test_mixed_reads_writes_and_deletes_from_two_databases(tmp_path: Path, backe
                 a, b = rnd.choice(WORDS), rnd.choice(WORDS)
                 op = rnd.random()
                 if op < 0.5:
-                    db.add(sid, f"{sid} {a} {b} q{j}", [f"{a} passage"], f"{b} answer")
+                    db.add(sid, f"{sid} {a} {b} q{j}", f"{b} answer", passages=[f"{a} passage"])
                 elif op < 0.7:
                     assert all(h.turn.session_id == sid for h in db.search(sid, a, k=3))
                 elif op < 0.9:

@@ -209,7 +209,7 @@ def _report(name: str, figures: dict[str, object]) -> None:
 def _written_db(path: Path, turns: int = 5) -> None:
     db = HistoryDatabase(embedder=HashingEmbedder(DIM), store=f"sqlite:///{path}")
     for i in range(turns):
-        db.add("alice", f"question {i} about topic{i}", [f"passage {i}"], f"answer {i}")
+        db.add("alice", f"question {i} about topic{i}", f"answer {i}", passages=[f"passage {i}"])
     db.close()
     for suffix in ("-wal", "-shm"):  # a clean close checkpoints; nothing may be left over
         assert not Path(f"{path}{suffix}").exists() or Path(f"{path}{suffix}").stat().st_size == 0
@@ -274,9 +274,9 @@ def test_damaged_turn_row_names_session_and_turn(
 ) -> None:
     path = tmp_path / "hist.db"
     db = HistoryDatabase(embedder=HashingEmbedder(DIM), store=f"sqlite:///{path}")
-    db.add("alice", "first question", ["p1", "p2"], "first answer")
-    victim = db.add("alice", "second question", ["p3", "p4"], "second answer").turn
-    db.add("bob", "bob's question", ["p5"], "bob's answer")
+    db.add("alice", "first question", "first answer", passages=["p1", "p2"])
+    victim = db.add("alice", "second question", "second answer", passages=["p3", "p4"]).turn
+    db.add("bob", "bob's question", "bob's answer", passages=["p5"])
     db.close()
     _tamper(path, f"UPDATE dhrag_turns SET {column}=? WHERE turn_id=?", value, victim.turn_id)
     db = HistoryDatabase(embedder=HashingEmbedder(DIM), store=f"sqlite:///{path}")
@@ -296,8 +296,10 @@ def test_no_index_files_on_disk(tmp_path: Path) -> None:
     db = HistoryDatabase(embedder=HashingEmbedder(DIM), store=f"sqlite:///{path}",
                          settings=Settings(capacity=30), clock=lambda: 1_000.0)
     for i in range(60):
-        db.add("s", f"question {i} about topic{i % 7} thing{i % 5}", [f"passage {i}"],
-               f"answer {i % 7}")
+        db.add("s",
+               f"question {i} about topic{i % 7} thing{i % 5}",
+               f"answer {i % 7}",
+               passages=[f"passage {i}"])
     live = [(h.turn.turn_id, h.via) for h in db.select("s", "question about topic3 thing2")]
     db.close()
     assert {p.name for p in tmp_path.iterdir()} <= {"hist.db", "hist.db-wal", "hist.db-shm"}

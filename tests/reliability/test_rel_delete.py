@@ -70,8 +70,10 @@ def _fill(db: HistoryDatabase, clock: _Clock) -> None:
         sid = _sid(n)
         for i in range(TURNS):
             a, b = WORDS[(n + i) % len(WORDS)], WORDS[(3 * n + 2 * i) % len(WORDS)]
-            db.add(sid, f"{sid} asks about {a} and {b} ({i})", [f"{sid} passage on {a}"],
-                   f"{sid} answers {b} {i}")
+            db.add(sid,
+                   f"{sid} asks about {a} and {b} ({i})",
+                   f"{sid} answers {b} {i}",
+                   passages=[f"{sid} passage on {a}"])
             clock.now += 7.0
 
 
@@ -163,7 +165,7 @@ def test_delete_one_session_of_thirty(backend: str, tmp_path: Path) -> None:
             assert _snapshot(db, sid) == before_db[sid], sid
 
     # a deleted session starts afresh: no ghost of its old turns, indexes from 0
-    r = db.add(victims[0], "a brand new question about tides", [], "tides")
+    r = db.add(victims[0], "a brand new question about tides", "tides")
     assert r.turn.index == 0 and not r.merged and not r.evicted
     assert [t.turn_id for t in other.turns(victims[0])] == [r.turn.turn_id]
     db.close()
@@ -172,7 +174,7 @@ def test_delete_one_session_of_thirty(backend: str, tmp_path: Path) -> None:
 
 def test_deleting_an_unknown_or_empty_session_is_harmless(tmp_path: Path) -> None:
     db = HistoryDatabase(embedder=HashingEmbedder(64), store=SQLiteStore(tmp_path / "h.db"))
-    db.add("alice", "hello there", [], "hi")
+    db.add("alice", "hello there", "hi")
     db.delete_session("nobody")
     db.delete_session("nobody")
     db.delete_session("alice")

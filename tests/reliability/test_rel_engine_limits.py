@@ -75,12 +75,12 @@ def test_a_reopened_session_merges_over_the_changed_clusters_only() -> None:
     store = MemoryStore()
     writer = HistoryDatabase(emb, store=store, settings=cfg)
     for i in range(600):
-        writer.add("s", f"question {i}", None, "")
+        writer.add("s", f"question {i}", "")
     reopened = HistoryDatabase(emb, store=store, settings=cfg)  # a restart
     clusters = reopened.stats("s")["clusters"]
     assert clusters > 550
     for i in range(cfg.cluster_merge_every):  # one merge pass
-        reopened.add("s", f"later question {i}", None, "")
+        reopened.add("s", f"later question {i}", "")
     compared = reopened.stats("s")["merge_comparisons"]
     # the turns since the last pass, each cluster compared with every centroid; before:
     # every cluster with every other (~360,000)
@@ -96,9 +96,9 @@ def test_a_session_reloaded_before_every_turn_ends_with_the_clusters_of_one_neve
     rng = np.random.default_rng(3)
     for i in range(240):
         query = f"t{int(rng.integers(0, 4))} n{i}"
-        kept.add("a", query, None, "", timestamp=1e9 + i)
-        reloaded.add("other", "a word", None, "")  # evicts "a": its next use reloads it
-        reloaded.add("a", query, None, "", timestamp=1e9 + i)
+        kept.add("a", query, "", timestamp=1e9 + i)
+        reloaded.add("other", "a word", "")  # evicts "a": its next use reloads it
+        reloaded.add("a", query, "", timestamp=1e9 + i)
     clusters = kept._session("a").tree.clusters
     assert clusters._next_id - len(clusters) >= 2  # clusters merged away
     assert _partition(reloaded, "a") == _partition(kept, "a")
@@ -226,7 +226,7 @@ def test_nan_from_an_embedder_names_it_when_it_is_calibrated() -> None:
         calibrate(BrokenModel())
     db = HistoryDatabase(BrokenModel(), settings=Settings(calibrate=True))
     with pytest.raises(ValueError, match=r"BrokenModel.*NaN"):
-        db.add("s", "How long is the wall?", None, "", query_vector=np.ones(256))
+        db.add("s", "How long is the wall?", "", query_vector=np.ones(256))
 
 
 def test_nan_from_an_embedder_names_it_on_queries_and_passages() -> None:

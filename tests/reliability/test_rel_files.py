@@ -39,7 +39,7 @@ def digest(path: Path) -> str:
 def seeded(path: Path, turns: int = 3) -> HistoryDatabase:
     db = HistoryDatabase(embedder=HashingEmbedder(64), store=f"sqlite:///{path}")
     for i in range(turns):
-        db.add("s", f"question {i} about walls", [f"passage {i}"], f"answer {i}")
+        db.add("s", f"question {i} about walls", f"answer {i}", passages=[f"passage {i}"])
     return db
 
 
@@ -60,7 +60,7 @@ def test_a_full_disk_is_a_store_error_naming_file_and_cause(tmp_path: Path) -> N
     fill_up(db.store)
     with pytest.raises(StoreUnavailableError) as info:
         for i in range(50):
-            db.add("s", f"a long question {i}", ["x" * 20_000] * 4, "y" * 20_000)
+            db.add("s", f"a long question {i}", "y" * 20_000, passages=["x" * 20_000] * 4)
     msg = str(info.value)
     assert str(path) in msg and "full" in msg, msg
     assert "cannot rollback" not in msg
@@ -142,7 +142,7 @@ def test_a_read_only_store_opens_for_reading(tmp_path: Path) -> None:
     assert db.turns("s")[0].query == "question 0 about walls"
     assert db.select("s", "walls")
     with pytest.raises(PermissionError, match=f"{path}.*read-only"):
-        db.add("s", "one more?", [], "no")
+        db.add("s", "one more?", "no")
     with pytest.raises(PermissionError, match="read-only"):
         db.delete_session("s")
     assert len(db.turns("s")) == 3

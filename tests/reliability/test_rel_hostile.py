@@ -85,10 +85,13 @@ def _history(first: str, decision: str = "scores") -> tuple[HistoryDatabase, DHR
     rag = DHRAG(kb, embedder=emb, clock=lambda: 1_000_000.0,
                 settings=Settings(thread_decision=decision))
     db = rag.history
-    db.add("alice", first, ["Canberra was founded in 1913."], "Canberra, founded in 1913.")
-    db.add("alice", "How long is the Nile?", ["The Nile is 6,650 km long."], "6,650 km.")
-    db.add("alice", "Which city hosts parliament?", [], "Canberra.")
-    db.add("bob", "What do guinea pigs eat?", ["Hay and vegetables."], "Hay.")
+    db.add("alice",
+           first,
+           "Canberra, founded in 1913.",
+           passages=["Canberra was founded in 1913."])
+    db.add("alice", "How long is the Nile?", "6,650 km.", passages=["The Nile is 6,650 km long."])
+    db.add("alice", "Which city hosts parliament?", "Canberra.")
+    db.add("bob", "What do guinea pigs eat?", "Hay.", passages=["Hay and vegetables."])
     return db, rag
 
 

@@ -123,7 +123,7 @@ def _audit(dsn: str, last_committed: int, cycle: int) -> int:
         # the store is usable: one more turn goes in and reads back
         n = max(numbers, default=-1) + 1
         query, passages, response = turn_text(n)
-        db.add(SESSION, query, passages, response, metadata={"n": n})
+        db.add(SESSION, query, response, passages=passages, metadata={"n": n})
         assert db.size(SESSION) == len(turns) + 1
     finally:
         db.close()

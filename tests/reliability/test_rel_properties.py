@@ -232,7 +232,7 @@ class HistoryMachine(RuleBasedStateMachine):
         passages = [f"{sid} passage {i} on {topic}" for i in range(n_passages)]
         before = self.d.turns(sid)
         qv = self.d.calibrate(self.emb.encode([query])[0]).astype(np.float64)
-        r = self.d.add(sid, query, passages, response)
+        r = self.d.add(sid, query, response, passages=passages)
         assert r.turn.session_id == sid
         ids_before = {t.turn_id for t in before}
         if r.merged:
@@ -378,8 +378,10 @@ WORDS = ("hay", "pig", "bond", "rate", "pod", "node", "visa", "form", "wall", "b
 def _tree_db(turns: list[tuple[int, int, int]], cfg: Settings) -> HistoryDatabase:
     db = HistoryDatabase(embedder=HashingEmbedder(DIM), settings=cfg, clock=Clock())
     for i, (a, b, c) in enumerate(turns):
-        db.add("tree", f"{WORDS[a]} {WORDS[b]} question {i}", [f"{WORDS[c]} {WORDS[a]} fact"],
-               f"{WORDS[b]} {WORDS[c]} answer")
+        db.add("tree",
+               f"{WORDS[a]} {WORDS[b]} question {i}",
+               f"{WORDS[b]} {WORDS[c]} answer",
+               passages=[f"{WORDS[c]} {WORDS[a]} fact"])
     return db
 
 
@@ -453,5 +455,5 @@ def test_equal_weights_evict_the_older_turn() -> None:
     db = HistoryDatabase(embedder=HashingEmbedder(DIM), clock=Clock(),
                          settings=Settings(alpha=1.0, capacity=2, half_life_seconds=None))
     answers = ["red apples", "blue skies", "green grass", "yellow sun", "purple rain"]
-    ids = [db.add("s", "what colour is it", [], a).turn.turn_id for a in answers]
+    ids = [db.add("s", "what colour is it", a).turn.turn_id for a in answers]
     assert [t.turn_id for t in db.turns("s")] == ids[-2:]

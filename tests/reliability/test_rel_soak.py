@@ -68,8 +68,12 @@ def test_derived_structures_track_only_stored_turns() -> None:
         now[0] = float(i)
         _, qv, pv = stream.next()
         db.select("s", qv)
-        db.add("s", f"question {i}", [Passage(text=f"p{i}.{j}", vector=pv[j])
-                                      for j in range(PASSAGES_PER_TURN)], "", query_vector=qv)
+        db.add("s",
+               f"question {i}",
+               "",
+               passages=[Passage(text=f"p{i}.{j}", vector=pv[j])
+                                      for j in range(PASSAGES_PER_TURN)],
+               query_vector=qv)
         if i in (capacity, turns // 2, turns - 1):
             st = _structures(db, "s")
             n = st["turns"]

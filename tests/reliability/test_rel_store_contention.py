@@ -52,8 +52,10 @@ def fair_writer() -> None:
         for n in range(turns):
             calls[0] = 0
             try:
-                db.add(FAIR_SESSION, f"writer {wid} question {n} zeta{wid}x{n}",
-                       [f"passage {wid}.{n}"], f"answer {wid}.{n}",
+                db.add(FAIR_SESSION,
+                       f"writer {wid} question {n} zeta{wid}x{n}",
+                       f"answer {wid}.{n}",
+                       passages=[f"passage {wid}.{n}"],
                        metadata={"w": wid, "n": n})
             except StaleSessionError as exc:
                 print(f"lost {wid} {n} {calls[0]} {exc}", flush=True)
@@ -391,13 +393,13 @@ def test_a_lost_postgres_connection_leaves_no_stray_psycopg_warning(
     with PostgresStore(dsn, min_size=2, max_size=2) as store:
         db = HistoryDatabase(embedder=HashingEmbedder(32), store=store,
                              settings=Settings(capacity=1_000_000, merge_threshold=1.0))
-        db.add("s", "question 0", ["p"], "r")
+        db.add("s", "question 0", "r", passages=["p"])
         with psycopg.connect(clean_postgres_dsn, autocommit=True) as admin:
             for n in range(1, 40):
                 admin.execute("SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
                               "WHERE application_name = %s", (name,))
                 with contextlib.suppress(StoreUnavailableError):
-                    db.add("s", f"question {n}", ["p"], "r")
+                    db.add("s", f"question {n}", "r", passages=["p"])
     noisy = [r.getMessage() for r in caplog.records
              if r.name.startswith("psycopg") and r.levelno >= logging.WARNING]
     demoted = [r for r in caplog.records if r.name.startswith("psycopg")]
