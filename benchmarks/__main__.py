@@ -120,7 +120,8 @@ def _parser() -> argparse.ArgumentParser:
     topics.add_argument("--conversations", type=int, default=None,
                         help="the first N conversations of the split (default: all)")
     topics.add_argument("--set", nargs="*", default=[], metavar="KEY=VALUE",
-                        help="settings to change")
+                        help="settings to change, each KEY a knob's name (expansion) or "
+                             "group.knob (retrieval.expansion)")
     topics.add_argument("--out", type=Path, default=None,
                         help="folder for topics_<split>.json (default: print only)")
     topics.add_argument("-v", "--verbose", action="store_true", help="debug logging")

@@ -262,7 +262,7 @@ class SelectedTurn:
     ``via`` names the matchers that found it: ``"hierarchy"`` (cluster -> summary -> turn),
     ``"chain"`` (a turn of the thread T*, every one of which is weighed), ``"recent"`` (the
     thread's latest turn, which elliptical follow-ups lean on), ``"root"`` (the turn that
-    opened the thread, kept beside the best weighed ones: ``Settings.root_weight``).
+    opened the thread, kept beside the best weighed ones: ``Settings.weighting.root_weight``).
     """
 
     turn: Turn
@@ -277,7 +277,7 @@ class SelectedTurn:
     on_topic: bool = True
     """False: the turn moves the retrieval but is not handed to the LLM (``Selection.history``
     leaves it out): it relates neither to the query nor to the topic of the turn the query
-    continues (``Settings.thread_decision="fitted"``)."""
+    continues (``Settings.threads.thread_decision="fitted"``)."""
 
 
 @dataclass(frozen=True)
@@ -314,11 +314,12 @@ class Selection:
     ``kb_s`` (knowledge-base search), ``integrate_s``."""
     search_vectors: tuple[Vector, ...] = field(default=(), repr=False, compare=False)
     """Every query vector the knowledge base was searched with, ``search_vector`` first (the
-    runner-up threads' expanded queries and the raw query follow; ``Settings.thread_variants``)."""
+    runner-up threads' expanded queries and the raw query follow;
+    ``Settings.threads.thread_variants``)."""
     clarity: float | None = field(default=None, compare=False)
     """The raw query's best cosine to the knowledge-base candidates, when the clarity gate is on
-    (``Settings.clarity_threshold``); at or above the threshold the context is ranked by the raw
-    query alone."""
+    (``Settings.retrieval.clarity_threshold``); at or above the threshold the context is ranked by
+    the raw query alone."""
     gated: bool = field(default=False, compare=False)
     """Whether the clarity gate fired: the context is ranked by the raw query alone."""
 

@@ -140,7 +140,7 @@ def check_metadata(name: str, value: Any, *, max_chars: int) -> dict[str, Any]:
     size = len(json.dumps(dict(value), ensure_ascii=False))
     if size > max_chars:
         raise ValueError(f"{name} is {size:,} characters as JSON; the limit is {max_chars:,} "
-                         "(Settings.max_metadata_chars): store large data elsewhere")
+                         "(Settings.limits.max_metadata_chars): store large data elsewhere")
     return dict(value)
 
 
@@ -200,7 +200,7 @@ def fit_query(query: Any, max_chars: int, name: str = "query", *, warn: bool = T
     if len(text) > max_chars:
         cut = text.rfind(" ", max_chars - max_chars // 10, max_chars + 1)
         notes.append(f"cut from {len(text):,} to the first {max_chars:,} characters (the "
-                     "limit is Settings.max_query_chars, or `dhrag chat --max-query-chars`)")
+                     "limit is Settings.limits.max_query_chars, or `dhrag chat --max-query-chars`)")
         text = text[:cut if cut > 0 else max_chars].rstrip()
     if notes and warn:
         warnings.warn(f"{name}: {'; '.join(notes)}", UserWarning, stacklevel=3)

@@ -8,14 +8,15 @@ from __future__ import annotations
 import tempfile
 from pathlib import Path
 
-from dhrag_core import HistoryDatabase, NumpyMiniLMEmbedder, Settings
+from dhrag_core import HistoryDatabase, Limits, NumpyMiniLMEmbedder, Settings
 
 
 def main() -> None:
     embedder = NumpyMiniLMEmbedder()
     with tempfile.TemporaryDirectory() as tmp:
         url = f"sqlite:///{Path(tmp) / 'history.db'}"
-        db = HistoryDatabase(embedder=embedder, store=url, settings=Settings(capacity=100))
+        db = HistoryDatabase(embedder=embedder, store=url,
+                             settings=Settings(limits=Limits(capacity=100)))
         db.add("alice",
                "What is the Great Wall of China built out of?",
                "Stone, brick, tamped earth and wood.",

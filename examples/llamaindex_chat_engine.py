@@ -42,7 +42,7 @@ from llama_index.core.llms import LLM, CustomLLM
 from llama_index.core.llms.callbacks import llm_completion_callback
 from llama_index.core.node_parser import SentenceSplitter
 
-from dhrag_core import DHRAGSettings, Embedder, NumpyMiniLMEmbedder
+from dhrag_core import DHRAGSettings, Embedder, NumpyMiniLMEmbedder, Retrieval
 from dhrag_core.algorithm.lexical import word_overlap
 from dhrag_core.app.demo import DEMO_TURNS
 from llamaindex_dhrag import DHRAGChatEngine, DHRAGEmbedding
@@ -216,7 +216,8 @@ def run(
     # model), and every chat turn is recorded by the engine itself
     engine = DHRAGChatEngine.from_defaults(
         index.as_retriever(similarity_top_k=8), llm, store=store,
-        settings=DHRAGSettings(kb_k=8, context_k=5), context_prompt=CONTEXT_PROMPT,
+        settings=DHRAGSettings(retrieval=Retrieval(kb_k=8, context_k=5)),
+        context_prompt=CONTEXT_PROMPT,
         rewriter="light" if isinstance(llm, ExtractiveLLM) else "llm", session_id="demo",
     )
     engine.reset()

@@ -54,7 +54,7 @@ class DHRAGMemory(BaseMemory):
             there is only one candidate).
         passages_key: Input or output key holding the documents shown to the model.
         session_key: Input key that may name the session per call.
-        k: Context passages per selection (default: ``Settings.context_k``).
+        k: Context passages per selection (default: ``Settings.retrieval.context_k``).
         return_messages: Return the history as messages instead of a string.
 
     Example:

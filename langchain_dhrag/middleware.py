@@ -54,7 +54,7 @@ class DHRAGMiddleware(AgentMiddleware[AgentState[Any], Any, Any]):
     Args:
         engine: The ``DHRAG`` engine.
         session_id: Session used when a run names none (default: none, an error).
-        k: Context passages per selection (default: ``Settings.context_k``).
+        k: Context passages per selection (default: ``Settings.retrieval.context_k``).
         include_context: Also inject the knowledge-base/history passages.
         current_turn_only: Drop earlier turns' messages from the model request.
         record_turns: Record each finished run as a turn.

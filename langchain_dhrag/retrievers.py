@@ -95,8 +95,8 @@ class DHRAGRetriever(EngineCloser, BaseRetriever):
                 different embedder than the store's puts the store on the text path.
             store: History store or URL (``"memory"``, ``"sqlite:///history.db"``,
                 ``"postgresql://user:password@host/db"``).
-            settings: DH-RAG settings (``Settings(kb_k=...)`` sets how many passages are
-                fetched from ``knowledge`` per query).
+            settings: DH-RAG settings (``Settings(retrieval=Retrieval(kb_k=...))`` sets how
+                many passages are fetched from ``knowledge`` per query).
             rewriter: dhrag ``QueryRewriter`` or a chat model (the core's ``LLMRewriter``
                 over ``LangChainLLM(model)``).
             search: ``"auto"`` (by vector where the source allows it, else by text),

@@ -116,7 +116,7 @@ class DHRAGChatEngine(EngineCloser, BaseChatEngine):
     (default: the engine's, if one was set; with neither, a ``ValueError`` says how to pass
     one). Each turn is recorded by the engine itself, with the passages it showed.
     ``chat_history`` lists the session's *stored* turns, oldest first (DH-RAG may have merged
-    near-duplicate turns or evicted low-weight ones beyond ``Settings.capacity``), then the
+    near-duplicate turns or evicted low-weight ones beyond ``Settings.limits.capacity``), then the
     questions of streams still being written. Responses carry the trace: ``sources[0]`` is a
     ``ToolOutput`` whose ``raw_output`` is ``selection_trace(...)`` (rewritten query, selected
     history turns with relevance/recency/weight, context items with integration weights);
@@ -153,7 +153,7 @@ class DHRAGChatEngine(EngineCloser, BaseChatEngine):
         system_prompt: Prepended to the context prompt.
         context_prompt: Template with ``{context_str}``; may also use ``{query}`` (the raw
             message) and ``{rewritten_query}``.
-        k: Passages in the integrated context; default ``Settings.context_k``.
+        k: Passages in the integrated context; default ``Settings.retrieval.context_k``.
         callback_manager: LlamaIndex callbacks (kept for tools that look for one).
 
     Example:
@@ -219,7 +219,7 @@ class DHRAGChatEngine(EngineCloser, BaseChatEngine):
 
         Args:
             retriever: The static knowledge base, e.g. ``index.as_retriever(
-                similarity_top_k=20)`` (give it at least ``Settings.kb_k`` results).
+                similarity_top_k=20)`` (give it at least ``Settings.retrieval.kb_k`` results).
             llm: The LLM that answers (and rewrites, with ``rewriter="llm"``); default:
                 LlamaIndex's ``Settings.llm`` (a ``ValueError`` if none can be had).
             embedder: dhrag embedder or LlamaIndex ``BaseEmbedding`` for the history and the
@@ -330,7 +330,7 @@ class DHRAGChatEngine(EngineCloser, BaseChatEngine):
         return self._session_id
 
     def _check_message(self, message: Any) -> str:
-        return fit_query(message, self._rag.settings.max_query_chars, "message")
+        return fit_query(message, self._rag.settings.limits.max_query_chars, "message")
 
     def _set_history(self, session_id: str, chat_history: Sequence[ChatMessage]) -> str | None:
         """Make the session's history ``chat_history``: nothing to do when it is the stored

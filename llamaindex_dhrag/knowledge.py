@@ -45,8 +45,9 @@ class RetrieverKnowledgeBase:
 
     ``search(query, k)`` runs the retriever on the (rewritten) query and keeps its first ``k``
     nodes, as passages. How many nodes the retriever returns is its own setting: give it at
-    least ``Settings.kb_k`` (``index.as_retriever(similarity_top_k=20)``) so the integration
-    step has candidates to weigh. Passages carry no vectors; the DH-RAG embedder encodes them.
+    least ``Settings.retrieval.kb_k`` (``index.as_retriever(similarity_top_k=20)``) so the
+    integration step has candidates to weigh. Passages carry no vectors; the DH-RAG embedder
+    encodes them.
 
     Args:
         retriever: Any LlamaIndex ``BaseRetriever``.

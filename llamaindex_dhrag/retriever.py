@@ -63,7 +63,7 @@ class DHRAGRetriever(EngineCloser, BaseRetriever):
             ``rag=`` is its deprecated name.
         session_id: The conversation this retriever serves (required: one retriever per
             conversation, so that users never share a history by accident).
-        k: Nodes returned; default ``Settings.context_k``.
+        k: Nodes returned; default ``Settings.retrieval.context_k``.
         callback_manager: LlamaIndex callbacks.
 
     Example:

@@ -2,8 +2,8 @@
 
 An embedder whose cosines are ``a + (1 - a) * cos`` of MiniLM's ranks every single-vector query
 as MiniLM does; with calibration dhrag must then choose the same threads, clusters, chains,
-gate and top-10 at every turn. Without it (``Settings(calibrate=False)``) it does not: the
-test of invariance can fail.
+gate and top-10 at every turn. Without it (``Settings(ablations=Ablations(calibrate=False))``)
+it does not: the test of invariance can fail.
 """
 
 from __future__ import annotations
@@ -19,6 +19,7 @@ import pytest
 from benchmarks.harness.embedders import ShiftedEmbedder, shift
 from dhrag_core import (
     DHRAG,
+    Ablations,
     Calibration,
     Embedder,
     FaissKnowledgeBase,
@@ -26,6 +27,8 @@ from dhrag_core import (
     HistoryDatabase,
     Passage,
     Settings,
+    Tree,
+    Weighting,
     calibrate,
     l2_normalise,
 )
@@ -79,7 +82,8 @@ def test_history_rejects_a_calibration_of_another_dimension() -> None:
 def test_the_switch_off_means_no_centring() -> None:
     emb = HashingEmbedder()
     on = HistoryDatabase(embedder=emb).calibration
-    off = HistoryDatabase(embedder=emb, settings=Settings(calibrate=False)).calibration
+    off = HistoryDatabase(embedder=emb,
+                          settings=Settings(ablations=Ablations(calibrate=False))).calibration
     assert float(on.mean @ on.mean) > 0.0
     assert float(off.mean @ off.mean) == 0.0
 
@@ -139,7 +143,8 @@ def _trace(emb: Embedder, vectors: Vector, settings: Settings) -> list[tuple[Any
     return out
 
 
-_CASES = [Settings(), Settings(min_tree_turns=0, cluster_merge_every=2, history_turns=3)]
+_CASES = [Settings(), Settings(weighting=Weighting(history_turns=3),
+                               tree=Tree(min_tree_turns=0, cluster_merge_every=2))]
 
 
 @pytest.mark.model
@@ -160,7 +165,7 @@ def test_every_decision_is_the_same_when_the_embedder_shifts_its_cosines(
 def test_without_calibration_the_shift_changes_decisions() -> None:
     emb = default_embedder()
     _, vectors = _demo_kb()
-    off = Settings(calibrate=False)
+    off = Settings(ablations=Ablations(calibrate=False))
     reference = _trace(emb, vectors, off)
     assert _trace(ShiftedEmbedder(emb, 0.6), shift(vectors, 0.6), off) != reference
 

@@ -223,14 +223,14 @@ class _Scaled:
 def test_rows_that_are_not_unit_length_are_normalised_with_one_warning(
     caplog: pytest.LogCaptureFixture,
 ) -> None:
-    from dhrag_core import HashingEmbedder, HistoryDatabase, Settings
+    from dhrag_core import Ablations, HashingEmbedder, HistoryDatabase, Settings
     from dhrag_core.embedding import encode_checked
 
     rows = encode_checked(_Scaled(), ["a wall", "a pig"])
     assert np.allclose(np.linalg.norm(rows, axis=1), 1.0)
     assert np.allclose(rows, HashingEmbedder(64).encode(["a wall", "a pig"]), atol=1e-6)
     assert "not 1: dhrag normalises them" in caplog.text
-    settings = Settings(calibrate=False)
+    settings = Settings(ablations=Ablations(calibrate=False))
     scaled, unit = (HistoryDatabase(embedder=e, settings=settings)
                     for e in (_Scaled(), HashingEmbedder(64)))
     for db in (scaled, unit):

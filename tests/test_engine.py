@@ -13,13 +13,19 @@ import pytest
 
 from dhrag_core import (
     DHRAG,
+    Ablations,
     Candidate,
+    Experiments,
     FaissKnowledgeBase,
     HashingEmbedder,
+    Integration,
     LightRewriter,
+    Limits,
     MiniLMEmbedder,
     Passage,
+    Retrieval,
     Settings,
+    Threads,
     integrate,
     softmax,
 )
@@ -27,6 +33,7 @@ from dhrag_core.algorithm.hierarchy import topic_vector
 from dhrag_core.algorithm.lexical import held_words, word_overlap
 from dhrag_core.algorithm.rewriting import expand_vector
 from dhrag_core.embedding import l2_normalise, token_set
+from dhrag_core.settings import with_changes
 
 KB = [
     Passage("The Great Wall of China is built of stone, brick, tamped earth and wood.", id="w1",
@@ -133,7 +140,8 @@ def test_answer_bonus_lifts_the_history_passage_the_answer_drew_on() -> None:
 def test_the_knowledge_base_is_searched_inside_each_candidate_thread(variants: int) -> None:
     emb = HashingEmbedder()
     rag = DHRAG(FaissKnowledgeBase(KB, emb), embedder=emb,
-                settings=Settings(thread_variants=variants, kb_k=1, context_k=4))
+                settings=Settings(threads=Threads(thread_variants=variants),
+                                  retrieval=Retrieval(kb_k=1, context_k=4)))
     for q, a in [("What is the Great Wall of China built of?", "Stone, brick and earth."),
                  ("Where do guinea pigs sleep in the wild?", "In burrows.")]:
         rag.record("u", q, a, selection=rag.select("u", q))
@@ -143,7 +151,8 @@ def test_the_knowledge_base_is_searched_inside_each_candidate_thread(variants: i
     # kb_k=1: one passage per searched query vector
     assert len({c.passage.id for c in sel.context if c.source == "kb"}) == variants
     raw = DHRAG(FaissKnowledgeBase(KB, emb), embedder=emb,
-                settings=Settings(thread_variants=variants, search_raw_query=True))
+                settings=Settings(threads=Threads(thread_variants=variants),
+                                  experiments=Experiments(search_raw_query=True)))
     raw.record("u", "What is the Great Wall of China built of?", "Stone.")
     last = raw.select("u", "How long is it?").search_vectors[-1]
     assert np.allclose(last, emb.encode(["How long is it?"])[0])
@@ -166,7 +175,7 @@ def test_a_text_knowledge_base_is_searched_once_and_reranked_inside_each_thread(
 ) -> None:
     emb = HashingEmbedder()
     kb = _TextOnly(FaissKnowledgeBase(KB, emb))
-    rag = DHRAG(kb, embedder=emb, settings=Settings(thread_variants=variants))
+    rag = DHRAG(kb, embedder=emb, settings=Settings(threads=Threads(thread_variants=variants)))
     for q, a in [("What is the Great Wall of China built of?", "Stone, brick and earth."),
                  ("Where do guinea pigs sleep in the wild?", "In burrows.")]:
         rag.record("u", q, a, selection=rag.select("u", q))
@@ -206,8 +215,9 @@ def test_text_path_searches_the_rewrite_and_ranks_by_the_expanded_vector(
 
     # vectors alone rank; the history's pull weak enough that the base vector decides
     rag = DHRAG(Spy(FaissKnowledgeBase(KB, emb)), embedder=emb,
-                settings=Settings(text_k=5, rewrite_vector=rewrite_vector, lexical_weight=0.0,
-                                  follow_up_expansion=0.3))
+                settings=Settings(retrieval=Retrieval(text_k=5, follow_up_expansion=0.3),
+                                  integration=Integration(lexical_weight=0.0),
+                                  experiments=Experiments(rewrite_vector=rewrite_vector)))
     s1 = rag.select("u", "What is the Great Wall of China built of?")
     rag.record("u", s1.query, "Stone, brick and earth.", selection=s1)
     s2 = rag.select("u", "How long is it?")
@@ -217,9 +227,9 @@ def test_text_path_searches_the_rewrite_and_ranks_by_the_expanded_vector(
     cfg = rag.settings
     # "How long is it?" names nothing and stays in the latest thread: follow_up_expansion
     expected = rag.history.calibration.invert(expand_vector(
-        base, s2.history, cfg.follow_up_expansion,
-        lambda t: topic_vector(t, cfg.topic_answer_weight, cfg.topic_passage_weight),
-        cfg.expansion_weights == "share"))
+        base, s2.history, cfg.retrieval.follow_up_expansion,
+        lambda t: topic_vector(t, cfg.tree.topic_answer_weight, cfg.tree.topic_passage_weight),
+        cfg.retrieval.expansion_weights == "share"))
     np.testing.assert_allclose(s2.search_vector, expected, atol=1e-6)
     kb_items = [c for c in s2.context if c.source == "kb"]
     sims = [c.similarity for c in kb_items]
@@ -238,7 +248,7 @@ def test_select_and_record_report_their_stage_timings(rag: DHRAG) -> None:
 
 def test_without_history_the_follow_up_misses(rag: DHRAG) -> None:
     raw = DHRAG(rag.knowledge, embedder=rag.history.embedder,
-                settings=Settings(use_rewrite=False))
+                settings=Settings(ablations=Ablations(use_rewrite=False)))
     s1 = raw.select("u", "What is the Great Wall of China built of?")
     raw.record("u", s1.query, "Stone, brick and earth.", selection=s1)
     assert raw.select("u", "How long is it?").context[0].passage.id == "b2"
@@ -264,9 +274,9 @@ def test_bad_arguments(rag: DHRAG) -> None:
     with pytest.raises(ValueError, match="integration_matrix"):
         DHRAG(rag.knowledge, embedder=HashingEmbedder(), integration_matrix=np.eye(3))
     with pytest.raises(ValueError, match="text_k"):
-        Settings(text_k=0)
+        Settings(retrieval=Retrieval(text_k=0))
     with pytest.raises(TypeError, match="text_k"):
-        Settings(text_k=2.5)  # type: ignore[arg-type]
+        Settings(retrieval=Retrieval(text_k=2.5))  # type: ignore[arg-type]
 
 
 async def test_async_twins_run_concurrently_without_mixing(rag: DHRAG) -> None:
@@ -320,7 +330,8 @@ def test_use_integration_merges_history_passages_into_the_context(on: bool) -> N
     emb = HashingEmbedder()
     # thread scores: on hashing vectors the fitted decision reads this switch as a new topic
     rag = DHRAG(FaissKnowledgeBase(KB, emb), embedder=emb,
-                settings=Settings(use_integration=on, thread_decision="scores"))
+                settings=Settings(threads=Threads(thread_decision="scores"),
+                                  ablations=Ablations(use_integration=on)))
     care = Passage("Guinea pigs need vitamin C every day, from peppers or kale.", id="care")
     sel = rag.select("u", "What do guinea pigs need every day?")
     rag.record("u", sel.query, "Vitamin C.", passages=[care])
@@ -366,7 +377,8 @@ def test_passage_vector_cache_is_safe_across_threads() -> None:
             return found
 
     emb = HashingEmbedder(64)
-    rag = DHRAG(TextOnly(FaissKnowledgeBase(KB, emb)), embedder=emb, vector_cache_size=6)
+    rag = DHRAG(TextOnly(FaissKnowledgeBase(KB, emb)), embedder=emb,
+                settings=Settings(limits=Limits(vector_cache_size=6)))
     rag._kb._vector_cache = Slow()
     texts = [Passage(text=f"passage number {i} about walls", id=f"p{i}") for i in range(8)]
     errors: list[BaseException] = []
@@ -430,12 +442,13 @@ def test_failed_record_keeps_the_pending_selection(rag: DHRAG) -> None:
 
 def test_pending_selections_are_bounded() -> None:
     emb = HashingEmbedder()
-    rag = DHRAG(FaissKnowledgeBase(KB, emb), embedder=emb, max_pending=2)
+    rag = DHRAG(FaissKnowledgeBase(KB, emb), embedder=emb,
+                settings=Settings(limits=Limits(max_pending=2)))
     for sid in ("a", "b", "c"):
         rag.select(sid, "wall")
     assert rag.pending("a") is None and rag.pending("c") is not None
     with pytest.raises(ValueError, match="max_pending"):
-        DHRAG(FaissKnowledgeBase(KB, emb), embedder=emb, max_pending=0)
+        Limits(max_pending=0)
 
 
 class AsyncParts:
@@ -504,9 +517,9 @@ def test_the_clarity_gate_ranks_a_clear_query_by_itself_and_expands_the_others()
     def engine(threshold: float | None) -> tuple[DHRAG, _RowCounter]:
         kb = _RowCounter(FaissKnowledgeBase(KB, emb))
         # thread scores: the fitted decision gives a clear new question no history at all
-        rag = DHRAG(kb, embedder=emb, settings=Settings(clarity_threshold=threshold,
-                                                         thread_variants=1,
-                                                         thread_decision="scores"))
+        rag = DHRAG(kb, embedder=emb, settings=Settings(
+            threads=Threads(thread_variants=1, thread_decision="scores"),
+            retrieval=Retrieval(clarity_threshold=threshold)))
         rag.record("u", "What is the Great Wall of China built of?", "Stone, brick and earth.")
         return rag, kb
 
@@ -654,12 +667,13 @@ def test_lexical_length_norm_reaches_the_ranking(norm: float) -> None:
     long = Passage(words + " " + " ".join(f"word{i}" for i in range(200)), id="long")
     short = Passage(words + " grass", id="short")
     rag = DHRAG(FaissKnowledgeBase([long, short], emb), embedder=emb,
-                settings=Settings(lexical_weight=5.0, lexical_length_norm=norm))
+                settings=Settings(integration=Integration(lexical_weight=5.0),
+                                  experiments=Experiments(lexical_length_norm=norm)))
     sel = rag.select("u", "what guinea pig diet hay vitamin is best")
     lexical = {c.passage.id: c.score for c in sel.context}
     gap = lexical["short"] - lexical["long"]
     plain = DHRAG(FaissKnowledgeBase([long, short], emb), embedder=emb,
-                  settings=Settings(lexical_weight=5.0)).select(
+                  settings=Settings(integration=Integration(lexical_weight=5.0))).select(
         "u", "what guinea pig diet hay vitamin is best").context
     base_gap = {c.passage.id: c.score for c in plain}
     assert (gap > base_gap["short"] - base_gap["long"] + 1.0) is bool(norm)
@@ -702,7 +716,7 @@ def test_held_words_agrees_with_tokenising_around_apostrophes() -> None:
 def test_lexical_weight_lets_the_questions_words_reorder_the_context(
         weight: float, lexical_kb: tuple[FaissKnowledgeBase, str]) -> None:
     kb, question = lexical_kb
-    rag = DHRAG(kb, settings=Settings(lexical_weight=weight))
+    rag = DHRAG(kb, settings=Settings(integration=Integration(lexical_weight=weight)))
     top = rag.select("u", question).context[0].passage.id
     assert top == ("1" if weight else "0")
 
@@ -715,19 +729,19 @@ def test_follow_up_expansion_only_for_a_follow_up_in_the_latest_thread() -> None
     def search_vector(query: str, **changes: object) -> np.ndarray:
         # thread scores: every selected turn is shown there, so s2.history is what expands
         rag = DHRAG(FaissKnowledgeBase(KB, emb), embedder=emb,
-                    settings=Settings(expansion=0.5, follow_up_expansion=2.0,
-                                      clarity_threshold=None, thread_decision="scores",
-                                      **changes))
+                    settings=with_changes(Settings(), {
+                        "expansion": 0.5, "follow_up_expansion": 2.0, "clarity_threshold": None,
+                        "thread_decision": "scores", **changes}))
         s1 = rag.select("u", "What is the Great Wall of China built of?")
         rag.record("u", s1.query, "Stone, brick and earth.", selection=s1)
         s2 = rag.select("u", query)
         cfg = rag.settings
-        weight = (cfg.follow_up_expansion if cfg.use_cues and query == "How long is it?"
-                  else cfg.expansion)
+        held = cfg.ablations.use_cues and query == "How long is it?"
+        weight = cfg.retrieval.follow_up_expansion if held else cfg.retrieval.expansion
         expected = rag.history.calibration.invert(expand_vector(
             rag.history.calibrate(emb.encode([query])[0]), s2.history, weight,
-            lambda t: topic_vector(t, cfg.topic_answer_weight, cfg.topic_passage_weight),
-            cfg.expansion_weights == "share"))
+            lambda t: topic_vector(t, cfg.tree.topic_answer_weight, cfg.tree.topic_passage_weight),
+            cfg.retrieval.expansion_weights == "share"))
         np.testing.assert_allclose(s2.search_vector, expected, atol=1e-6)
         return s2.search_vector
 

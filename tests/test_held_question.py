@@ -15,12 +15,14 @@ from dhrag_core import (
     FaissKnowledgeBase,
     HashingEmbedder,
     HistoryDatabase,
+    Limits,
     MemoryStore,
     Passage,
     Settings,
     SQLiteStore,
     Turn,
 )
+from dhrag_core.settings import with_changes
 from dhrag_core.store import QuestionStore
 
 WALL_Q, WALL_A = "How long is the Great Wall?", "About 21,196 km."
@@ -33,7 +35,7 @@ KB = FaissKnowledgeBase([Passage("The Great Wall is 21,196 km long.", id="wall")
 
 
 def engine(store: Any = None, **settings: Any) -> DHRAG:
-    return DHRAG(KB, embedder=EMB, store=store, settings=Settings(**settings))
+    return DHRAG(KB, embedder=EMB, store=store, settings=with_changes(Settings(), settings))
 
 
 def stored(rag: DHRAG, session: str = "s") -> list[tuple[str, str]]:
@@ -116,7 +118,7 @@ def test_a_long_or_unclean_message_is_stored_cleaned_with_a_warning() -> None:
 
 
 def test_hold_question_checks_its_input() -> None:
-    db = HistoryDatabase(embedder=EMB, settings=Settings(max_query_chars=40))
+    db = HistoryDatabase(embedder=EMB, settings=Settings(limits=Limits(max_query_chars=40)))
     db.hold_question("s", WALL_Q)
     for bad, error in (("", ValueError), (b"q", TypeError)):
         with pytest.raises(error, match="question"):

@@ -9,17 +9,22 @@ import numpy as np
 import pytest
 
 from dhrag_core import (
+    Ablations,
     HashingEmbedder,
     HistoryDatabase,
+    Limits,
     Passage,
     Settings,
     SQLiteStore,
+    Tree,
     Turn,
+    Weighting,
     calibrate,
 )
 from dhrag_core.algorithm import scoring
 from dhrag_core.embedding import opening_words, tokens
 from dhrag_core.history.inputs import answer_shares
+from dhrag_core.settings import with_changes
 from tests.conftest import FakeClock
 
 TOPICS = [
@@ -43,7 +48,8 @@ def fill(db: HistoryDatabase, session: str, n: int, clock: FakeClock | None = No
 def test_add_then_search_finds_the_related_turn(
     embedder: HashingEmbedder, clock: FakeClock
 ) -> None:
-    db = HistoryDatabase(embedder=embedder, settings=Settings(alpha=0.9), clock=clock)
+    db = HistoryDatabase(embedder=embedder, settings=Settings(weighting=Weighting(alpha=0.9)),
+                         clock=clock)
     fill(db, "alice", 4)
     hits = db.search("alice", "what do guinea pigs eat? hay?", k=2)
     assert hits[0].turn.query == "question 0 about guinea pig diet and hay"
@@ -52,7 +58,7 @@ def test_add_then_search_finds_the_related_turn(
 
 
 def test_weight_follows_equation_13(embedder: HashingEmbedder, clock: FakeClock) -> None:
-    s = Settings(alpha=0.3, half_life_turns=2.0, half_life_seconds=100.0)
+    s = Settings(weighting=Weighting(alpha=0.3, half_life_turns=2.0, half_life_seconds=100.0))
     db = HistoryDatabase(embedder=embedder, settings=s, clock=clock)
     db.add("s", "guinea pig hay", "")
     clock.advance(100)
@@ -65,7 +71,7 @@ def test_weight_follows_equation_13(embedder: HashingEmbedder, clock: FakeClock)
 
 
 def test_capacity_bound_evicts_lowest_weight(embedder: HashingEmbedder, clock: FakeClock) -> None:
-    s = Settings(capacity=5, alpha=0.5, half_life_turns=3.0)
+    s = Settings(limits=Limits(capacity=5), weighting=Weighting(alpha=0.5, half_life_turns=3.0))
     db = HistoryDatabase(embedder=embedder, settings=s, clock=clock)
     for i in range(12):
         q = f"question {i} about {TOPICS[i % 4]}"
@@ -78,7 +84,8 @@ def test_capacity_bound_evicts_lowest_weight(embedder: HashingEmbedder, clock: F
             idx = r.turn.index
             sims = np.array([t.query_vector @ qv for t in before])
             rec = scoring.recency([idx - t.index for t in before], 3.0,
-                                  [clock() - t.timestamp for t in before], s.half_life_seconds)
+                                  [clock() - t.timestamp for t in before],
+                                  s.weighting.half_life_seconds)
             w = scoring.combined_weight(scoring.relevance(sims), rec, 0.5)
             expected = before[int(scoring.lowest_weights(w, 1)[0])].turn_id
             assert r.evicted == (expected,)
@@ -91,7 +98,7 @@ def test_capacity_bound_evicts_lowest_weight(embedder: HashingEmbedder, clock: F
 def test_eviction_reaches_store_and_indexes(tmp_path: Path, embedder: HashingEmbedder) -> None:
     path = tmp_path / "h.db"
     db = HistoryDatabase(embedder=embedder, store=SQLiteStore(path),
-                         settings=Settings(capacity=3))
+                         settings=Settings(limits=Limits(capacity=3)))
     fill(db, "s", 10)
     assert len(SQLiteStore(path).load("s")[0]) == 3
     assert len(db.search("s", "passage", k=50)) == 3
@@ -145,7 +152,7 @@ def test_sqlite_reload_gives_identical_retrieval(
     tmp_path: Path, embedder: HashingEmbedder, clock: FakeClock
 ) -> None:
     path = tmp_path / "h.db"
-    s = Settings(capacity=6)
+    s = Settings(limits=Limits(capacity=6))
     db = HistoryDatabase(embedder=embedder, store=SQLiteStore(path), settings=s, clock=clock)
     fill(db, "alice", 9, clock)
     fill(db, "bob", 3, clock)
@@ -162,8 +169,8 @@ def test_sqlite_reload_gives_identical_retrieval(
 
 def test_two_processes_share_a_sqlite_file(tmp_path: Path, embedder: HashingEmbedder) -> None:
     url = f"sqlite:///{tmp_path / 'h.db'}"
-    w1 = HistoryDatabase(embedder=embedder, store=url, settings=Settings(capacity=4))
-    w2 = HistoryDatabase(embedder=embedder, store=url, settings=Settings(capacity=4))
+    w1 = HistoryDatabase(embedder=embedder, store=url, settings=Settings(limits=Limits(capacity=4)))
+    w2 = HistoryDatabase(embedder=embedder, store=url, settings=Settings(limits=Limits(capacity=4)))
     for i in range(6):
         (w1 if i % 2 else w2).add("s", f"question {i} {TOPICS[i % 4]}", "")
     assert w1.size("s") == w2.size("s") == 4
@@ -194,7 +201,7 @@ BAD_ADDS = [
     ({"metadata": {"x": object()}}, TypeError, r"metadata\['x'\] must be JSON data"),
     ({"metadata": {1: "one"}}, TypeError, "metadata keys must be str, got int"),
     ({"metadata": {"k": ["caf\udce9"]}}, ValueError, r"metadata\['k'\]\[0\] is not valid Unicode"),
-    ({"metadata": {"blob": "x" * 30_000_000}}, ValueError, "Settings.max_metadata_chars"),
+    ({"metadata": {"blob": "x" * 30_000_000}}, ValueError, "Settings.limits.max_metadata_chars"),
     ({"metadata": {"x": float("nan")}}, ValueError, r"metadata\['x'\]"),
     ({"metadata": "not a mapping"}, TypeError, "metadata must be a mapping"),
     ({"query_vector": np.ones(3)}, ValueError, "query_vector"),
@@ -262,7 +269,7 @@ def test_bad_input_is_rejected_and_loses_nothing(
 )
 def test_bad_settings_name_the_argument(kwargs: dict, exc: type) -> None:  # type: ignore[type-arg]
     with pytest.raises(exc, match=next(iter(kwargs))):
-        Settings(**kwargs)
+        with_changes(Settings(), kwargs)
 
 
 def test_bad_search_arguments(db: HistoryDatabase) -> None:
@@ -289,7 +296,8 @@ def test_threads_on_many_sessions_lose_nothing_and_leak_nothing(
     tmp_path: Path, embedder: HashingEmbedder, backend: str
 ) -> None:
     store = "memory" if backend == "memory" else f"sqlite:///{tmp_path / 'h.db'}"
-    db = HistoryDatabase(embedder=embedder, store=store, settings=Settings(capacity=1000))
+    db = HistoryDatabase(embedder=embedder, store=store,
+                         settings=Settings(limits=Limits(capacity=1000)))
     errors: list[BaseException] = []
 
     def worker(w: int) -> None:
@@ -323,7 +331,7 @@ def test_threads_on_many_sessions_lose_nothing_and_leak_nothing(
 
 def test_sessions_in_memory_are_bounded_and_reloaded_from_the_store(tmp_path: Path) -> None:
     db = HistoryDatabase(embedder=HashingEmbedder(64), store=f"sqlite:///{tmp_path / 'h.db'}",
-                         settings=Settings(max_sessions_in_memory=8))
+                         settings=Settings(limits=Limits(max_sessions_in_memory=8)))
     for round_ in range(2):
         for i in range(40):
             db.add(f"user{i}",
@@ -373,9 +381,9 @@ def test_deleting_sessions_frees_their_memory() -> None:
 
 def test_max_sessions_in_memory_is_validated() -> None:
     with pytest.raises(ValueError, match="max_sessions_in_memory"):
-        Settings(max_sessions_in_memory=0)
+        Settings(limits=Limits(max_sessions_in_memory=0))
     with pytest.raises(TypeError, match="max_sessions_in_memory"):
-        Settings(max_sessions_in_memory=2.5)  # type: ignore[arg-type]
+        Settings(limits=Limits(max_sessions_in_memory=2.5))  # type: ignore[arg-type]
 
 
 def test_many_sessions_benchmark_stays_within_the_bound(tmp_path: Path) -> None:
@@ -397,7 +405,7 @@ def test_many_sessions_benchmark_stays_within_the_bound(tmp_path: Path) -> None:
 
 def test_unstorable_passages_are_cleaned_and_the_turn_is_kept(tmp_path: Path) -> None:
     db = HistoryDatabase(embedder=HashingEmbedder(64), store=f"sqlite:///{tmp_path / 'h.db'}",
-                         settings=Settings(max_text_chars=1_000))
+                         settings=Settings(limits=Limits(max_text_chars=1_000)))
     passages = [
         Passage(text="from a PDF loader\x00 with a NUL", id="pdf#0"),
         "data:image/png;base64," + "A" * 5_000,
@@ -493,7 +501,7 @@ def test_answer_vector_is_encoded_when_it_cannot_or_must_not_be_derived(
     mode: str, passages: list[str], answer: str
 ) -> None:
     emb = _Counting()
-    db = HistoryDatabase(embedder=emb, settings=Settings(answer_vector=mode))
+    db = HistoryDatabase(embedder=emb, settings=Settings(tree=Tree(answer_vector=mode)))
     turn = db.add("s", "Who built the mosque?", answer, passages=passages).turn
     assert answer in emb.texts
     assert turn.response_vector is not None
@@ -503,7 +511,7 @@ def test_answer_vector_is_encoded_when_it_cannot_or_must_not_be_derived(
 
 def test_an_answer_that_did_not_draw_on_its_passages_is_encoded_by_its_opening() -> None:
     emb = _Counting()
-    db = HistoryDatabase(embedder=emb, settings=Settings(answer_words=5))
+    db = HistoryDatabase(embedder=emb, settings=Settings(tree=Tree(answer_words=5)))
     passages = ["the mosque was built in 1680 by the governor"]
     # 2 of its 7 content words are in the passage: it drew on something else
     answer = "The governor built it after the great fire, records say."
@@ -515,7 +523,7 @@ def test_an_answer_that_did_not_draw_on_its_passages_is_encoded_by_its_opening()
                                db.calibrate(emb.inner.encode([opening])[0]), atol=3e-3)
     # the same answer is derived from that passage when a quarter of its words is enough
     emb2 = _Counting()
-    db2 = HistoryDatabase(embedder=emb2, settings=Settings(answer_share=0.25))
+    db2 = HistoryDatabase(embedder=emb2, settings=Settings(tree=Tree(answer_share=0.25)))
     db2.add("s", "Who built the mosque?", answer, passages=passages)
     assert not any("fire" in t for t in emb2.texts)
 
@@ -541,11 +549,11 @@ def test_opening_words(text: str, limit: int | None, expected: str) -> None:
 
 def test_answer_vector_setting_is_checked() -> None:
     with pytest.raises(ValueError, match="answer_vector"):
-        Settings(answer_vector="summary")
+        Settings(tree=Tree(answer_vector="summary"))
     with pytest.raises(ValueError, match="answer_share"):
-        Settings(answer_share=1.5)
+        Settings(tree=Tree(answer_share=1.5))
     with pytest.raises(ValueError, match="answer_words"):
-        Settings(answer_words=0)
+        Settings(tree=Tree(answer_words=0))
 
 
 def test_same_answer_over_other_passages_still_merges_a_duplicate() -> None:
@@ -628,7 +636,9 @@ def test_large_session_evicts_what_weighing_every_turn_evicts(
              passage_vectors=np.zeros((0, 16), dtype=np.float16))
         for i in range(n)])
     now = iter(range(n, 2 * n))
-    s = Settings(capacity=n, half_life_turns=half_life, merge_threshold=1.0, calibrate=False)
+    s = Settings(limits=Limits(capacity=n),
+                 weighting=Weighting(half_life_turns=half_life, merge_threshold=1.0),
+                 ablations=Ablations(calibrate=False))
     db = HistoryDatabase(embedder=_GivenVectors(), store=store, settings=s,
                          clock=lambda: float(next(now)))
     for qv in unit(25):
@@ -637,8 +647,8 @@ def test_large_session_evicts_what_weighing_every_turn_evicts(
         sims = np.stack([t.query_vector for t in before]).astype(np.float32) @ qv
         rec = scoring.recency([before[-1].index + 1 - t.index for t in before],
                               half_life, [stamp - t.timestamp for t in before],
-                              s.half_life_seconds)
-        w = scoring.combined_weight(scoring.relevance(sims), rec, s.alpha)
+                              s.weighting.half_life_seconds)
+        w = scoring.combined_weight(scoring.relevance(sims), rec, s.weighting.alpha)
         expected = before[int(scoring.lowest_weights(w, 1, age=[t.index for t in before])[0])]
         r = db.add("s", "q", "", query_vector=qv, timestamp=stamp)
         assert r.evicted == (expected.turn_id,)

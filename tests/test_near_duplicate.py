@@ -8,7 +8,7 @@ from collections.abc import Callable, Sequence
 import numpy as np
 import pytest
 
-from dhrag_core import HashingEmbedder, HistoryDatabase, Settings
+from dhrag_core import Ablations, HashingEmbedder, HistoryDatabase, Settings
 from dhrag_core.embedding import l2_normalise
 from dhrag_core.records import Vector
 
@@ -36,7 +36,8 @@ def constant(text: str) -> list[float]:
 
 def _db(fn: Callable[[str], Sequence[float]]) -> HistoryDatabase:
     # uncentred: the vectors are compared as the embedder gives them
-    return HistoryDatabase(embedder=FunctionOfText(fn), settings=Settings(calibrate=False))
+    return HistoryDatabase(embedder=FunctionOfText(fn),
+                           settings=Settings(ablations=Ablations(calibrate=False)))
 
 
 def test_an_embedder_with_one_vector_for_every_text_keeps_every_turn() -> None:

@@ -8,12 +8,17 @@ import numpy as np
 import pytest
 
 from dhrag_core import (
+    Ablations,
     FunctionEmbedder,
     HashingEmbedder,
     HistoryDatabase,
+    Limits,
     Passage,
     Settings,
+    Threads,
+    Tree,
     Turn,
+    Weighting,
     compact,
 )
 from dhrag_core.algorithm.chains import ChainTracker, chain_length_stats
@@ -22,6 +27,7 @@ from dhrag_core.algorithm.hierarchy import SessionTree
 from dhrag_core.algorithm.members import OrderedMembers
 from dhrag_core.embedding import l2_normalise
 from dhrag_core.records import SelectedTurn
+from dhrag_core.settings import with_changes
 from tests.conftest import FakeClock
 
 DIM = 32
@@ -186,8 +192,8 @@ def _tree_with_topics(n_topics: int, per_topic: int, settings: Settings) -> Sess
 
 
 def test_hierarchical_matching_prunes_and_agrees_with_flat_scan() -> None:
-    s = Settings(min_tree_turns=64, tree_clusters=2, tree_summaries=3, tree_turns=5,
-                 cluster_threshold=0.6, chain_threshold=0.6)
+    s = Settings(tree=Tree(min_tree_turns=64, tree_clusters=2, tree_summaries=3, tree_turns=5,
+                           cluster_threshold=0.6, chain_threshold=0.6))
     tree = _tree_with_topics(n_topics=12, per_topic=25, settings=s)
     assert len(tree) == 300
     members = [m for c in tree.clusters.clusters.values() for m in c.members]
@@ -206,7 +212,7 @@ def test_hierarchical_matching_prunes_and_agrees_with_flat_scan() -> None:
 
 
 def test_small_trees_fall_back_to_flat_scan() -> None:
-    s = Settings(min_tree_turns=64)
+    s = Settings(tree=Tree(min_tree_turns=64))
     tree = _tree_with_topics(n_topics=3, per_topic=4, settings=s)
     tree.comparisons = 0
     tree.match(unit(1), hierarchical=True)
@@ -234,7 +240,8 @@ def test_history_persists_cluster_and_chain_ids(tmp_path, clock: FakeClock) -> N
 
 def test_select_reports_why(clock: FakeClock) -> None:
     db = HistoryDatabase(embedder=HashingEmbedder(), clock=clock,
-                         settings=Settings(history_turns=3, use_chains=False))
+                         settings=Settings(weighting=Weighting(history_turns=3),
+                                           ablations=Ablations(use_chains=False)))
     db.add("s",
            "What do guinea pigs eat?",
            "Hay.",
@@ -261,14 +268,14 @@ RETURN = "Which vegetables are safe for guinea pigs?"
 def _switch_and_return(settings: Settings, clock: FakeClock) -> HistoryDatabase:
     # the thread-score rules (thread_switch, recency bonus, hedging) on hashing vectors
     db = HistoryDatabase(embedder=HashingEmbedder(), clock=clock,
-                         settings=settings.with_(thread_decision="scores"))
+                         settings=with_changes(settings, {"thread_decision": "scores"}))
     for q, a in GUINEA + BONDS:
         db.add("s", q, a, passages=[a])
     return db
 
 
 def test_a_return_to_an_earlier_thread_selects_that_thread_only(clock: FakeClock) -> None:
-    db = _switch_and_return(Settings(history_turns=3), clock)
+    db = _switch_and_return(Settings(weighting=Weighting(history_turns=3)), clock)
     picked = db.select("s", RETURN)
     assert {p.turn.query for p in picked} == {q for q, _ in GUINEA}
     latest = next(p for p in picked if p.turn.query == GUINEA[-1][0])
@@ -287,8 +294,9 @@ def test_every_turn_of_the_thread_is_weighed_not_only_the_matched_ones(
     def picked(tree_turns: int) -> list[str]:
         # thread scores: the fitted decision also drops turns unrelated to the query
         db = HistoryDatabase(embedder=HashingEmbedder(), clock=clock,
-                             settings=Settings(history_turns=3, tree_turns=tree_turns,
-                                               thread_decision="scores"))
+                             settings=Settings(weighting=Weighting(history_turns=3),
+                                               tree=Tree(tree_turns=tree_turns),
+                                               threads=Threads(thread_decision="scores")))
         for q, a in GUINEA + more + BONDS:
             db.add("s", q, a, passages=[a])
         return [p.turn.query for p in db.select("s", RETURN)]
@@ -306,9 +314,9 @@ def test_root_weight_keeps_the_turn_that_opened_the_thread(clock: FakeClock) -> 
 
     def picked(**changes: float) -> list[SelectedTurn]:
         db = HistoryDatabase(embedder=HashingEmbedder(), clock=clock,
-                             settings=Settings().with_(**{"history_turns": 1,
-                                                          "thread_decision": "scores",
-                                                          **changes}))
+                             settings=with_changes(Settings(), {"history_turns": 1,
+                                                                "thread_decision": "scores",
+                                                                **changes}))
         for q, a in BONDS + GUINEA + more:
             db.add("s", q, a, passages=[a])
         return db.select("s", query)
@@ -326,26 +334,31 @@ def test_root_weight_keeps_the_turn_that_opened_the_thread(clock: FakeClock) -> 
     assert [p.turn.query for p in picked(root_weight=0.6, history_turns=4)].count(
         GUINEA[0][0]) == 1
     with pytest.raises(ValueError, match="root_weight"):
-        Settings(root_weight=-0.1)
+        Settings(weighting=Weighting(root_weight=-0.1))
 
 
 def test_thread_switch_keeps_a_weak_match_in_the_current_thread(clock: FakeClock) -> None:
-    leave = _switch_and_return(Settings(history_turns=3, thread_switch=None), clock)
+    leave = _switch_and_return(Settings(weighting=Weighting(history_turns=3),
+                                        threads=Threads(thread_switch=None)), clock)
     assert {p.turn.query for p in leave.select("s", RETURN)} == {q for q, _ in GUINEA}
-    stay = _switch_and_return(Settings(history_turns=3, thread_switch=0.99), clock)
+    stay = _switch_and_return(Settings(weighting=Weighting(history_turns=3),
+                                       threads=Threads(thread_switch=0.99)), clock)
     picked = stay.select("s", RETURN)
     assert picked and {p.turn.query for p in picked} <= {q for q, _ in BONDS}
 
 
 def test_use_chains_off_selects_across_threads(clock: FakeClock) -> None:
-    db = _switch_and_return(Settings(history_turns=3, use_chains=False), clock)
+    db = _switch_and_return(Settings(weighting=Weighting(history_turns=3),
+                                     ablations=Ablations(use_chains=False)), clock)
     picked = {p.turn.query: p for p in db.select("s", RETURN)}
     assert BONDS[-1][0] in picked and "recent" in picked[BONDS[-1][0]].via
 
 
 def test_use_recency_off_weighs_by_relevance_alone(clock: FakeClock) -> None:
-    on = _switch_and_return(Settings(history_turns=3), clock).select("s", RETURN)
-    off = _switch_and_return(Settings(history_turns=3, use_recency=False), clock).select(
+    on = _switch_and_return(Settings(weighting=Weighting(history_turns=3)), clock).select(
+        "s", RETURN)
+    off = _switch_and_return(Settings(weighting=Weighting(history_turns=3),
+                                      ablations=Ablations(use_recency=False)), clock).select(
         "s", RETURN)
     assert all(p.weight == pytest.approx(p.relevance) for p in off)
     assert any(p.weight != pytest.approx(p.relevance) for p in on)
@@ -365,9 +378,10 @@ def test_use_recency_off_drops_the_recent_threads_bonus_in_the_thread_choice(
 
     def t_star(recency: bool) -> set[str]:
         db = HistoryDatabase(embedder=_fixed_embedder(table), clock=clock,
-                             settings=Settings(thread_decision="scores",
-                                               use_recency=recency, use_cues=False,
-                                               calibrate=False))
+                             settings=Settings(threads=Threads(thread_decision="scores"),
+                                               ablations=Ablations(use_recency=recency,
+                                                                   use_cues=False,
+                                                                   calibrate=False)))
         for question, answer in [("walls of stone", "stone walls answer")] * 2 + [
                 ("bond coupons", "coupon answer")] * 2:
             db.add("s", question, answer)
@@ -390,7 +404,8 @@ def test_a_follow_up_joins_the_thread_its_query_continues(clock: FakeClock) -> N
 
     def chain_of_follow_up(link: float | None) -> bool:
         db = HistoryDatabase(embedder=_fixed_embedder(table), clock=clock,
-                             settings=Settings(thread_link=link, thread_decision="scores"))
+                             settings=Settings(threads=Threads(thread_link=link,
+                                                               thread_decision="scores")))
         first = db.add("s", "first question", "first answer").turn
         follow = db.add("s", "follow-up", "answer about something else").turn
         return first.chain_id == follow.chain_id
@@ -417,11 +432,11 @@ def _many_topics(settings: Settings, clock: FakeClock) -> HistoryDatabase:
 def test_tree_switches_change_what_matching_compares(switch: str, chains: bool,
                                                      clock: FakeClock) -> None:
     """In the default path (threads) as in the flat one (``use_chains=False``)."""
-    base = Settings(min_tree_turns=16, tree_clusters=2, tree_summaries=2, tree_turns=4,
-                    use_chains=chains)
+    base = Settings(tree=Tree(min_tree_turns=16, tree_clusters=2, tree_summaries=2, tree_turns=4),
+                    ablations=Ablations(use_chains=chains))
     counts = []
     for on in (True, False):
-        db = _many_topics(base.with_(**{switch: on}), clock)
+        db = _many_topics(with_changes(base, {switch: on}), clock)
         before = db.comparisons("s")
         assert before == db.stats("s")["comparisons"]
         db.select("s", "query")
@@ -457,8 +472,8 @@ def test_chain_removal_keeps_turn_order_and_the_latest_turn() -> None:
 
 
 def test_summary_members_and_matching_follow_removals_and_moves() -> None:
-    s = Settings(min_tree_turns=20, tree_clusters=2, tree_summaries=3, tree_turns=4,
-                 summary_size=3, cluster_threshold=0.6, chain_threshold=0.6)
+    s = Settings(tree=Tree(min_tree_turns=20, tree_clusters=2, tree_summaries=3, tree_turns=4,
+                           summary_size=3, cluster_threshold=0.6, chain_threshold=0.6))
     tree = _tree_with_topics(n_topics=4, per_topic=10, settings=s)
     rng = np.random.default_rng(5)
     for victim in ["0-0", "1-3", "2-9", "0-5", "3-1"]:
@@ -524,7 +539,8 @@ def test_group_rows_stay_in_step_with_members_through_inserts_and_deletes() -> N
 
 
 def test_select_threads_selects_inside_the_runner_up_threads_too(clock: FakeClock) -> None:
-    db = _switch_and_return(Settings(history_turns=3, hedge_margin=None), clock)
+    db = _switch_and_return(Settings(weighting=Weighting(history_turns=3),
+                                     threads=Threads(hedge_margin=None)), clock)
     first, second = db.select_threads("s", RETURN, 2)
     assert [p.turn.turn_id for p in first] == [p.turn.turn_id for p in db.select("s", RETURN)]
     assert {p.turn.query for p in first} == {q for q, _ in GUINEA}
@@ -535,7 +551,9 @@ def test_select_threads_selects_inside_the_runner_up_threads_too(clock: FakeCloc
     assert all(p.summary is None and p.cluster_label == "" for p in second), (
         "the runner-ups only shape the search: no labels or summaries computed for them"
     )
-    flat = _switch_and_return(Settings(history_turns=3, use_chains=False, hedge_margin=None),
+    flat = _switch_and_return(Settings(weighting=Weighting(history_turns=3),
+                                       threads=Threads(hedge_margin=None),
+                                       ablations=Ablations(use_chains=False)),
                               clock)
     assert len(flat.select_threads("s", RETURN, 3)) == 1
     assert db.select_threads("nobody", RETURN, 3) == [[]]
@@ -544,14 +562,16 @@ def test_select_threads_selects_inside_the_runner_up_threads_too(clock: FakeCloc
 
 
 def test_hedge_margin_drops_runner_up_threads_far_below_t_star(clock: FakeClock) -> None:
-    wide = _switch_and_return(Settings(history_turns=3, hedge_margin=2.0), clock)
+    wide = _switch_and_return(Settings(weighting=Weighting(history_turns=3),
+                                       threads=Threads(hedge_margin=2.0)), clock)
     assert len(wide.select_threads("s", RETURN, 2)) == 2, "within the margin: hedged"
-    tight = _switch_and_return(Settings(history_turns=3, hedge_margin=0.0), clock)
+    tight = _switch_and_return(Settings(weighting=Weighting(history_turns=3),
+                                        threads=Threads(hedge_margin=0.0)), clock)
     only = tight.select_threads("s", RETURN, 2)
     assert len(only) == 1, "the runner-up is less relevant than T*: not searched"
     assert [p.turn.turn_id for p in only[0]] == [p.turn.turn_id for p in tight.select("s", RETURN)]
     with pytest.raises(ValueError, match="hedge_margin"):
-        Settings(hedge_margin=-0.1)
+        Settings(threads=Threads(hedge_margin=-0.1))
 
 
 def test_vector_index_matches_a_brute_force_scan_through_growth_reuse_and_reserve() -> None:
@@ -641,7 +661,7 @@ def test_ordered_members_keep_turn_order_sum_and_rows_in_step() -> None:
 
 
 def test_tree_exposes_chains_and_clusters_to_selection() -> None:
-    tree = SessionTree(DIM, Settings(chain_threshold=0.8, cluster_threshold=0.8))
+    tree = SessionTree(DIM, Settings(tree=Tree(chain_threshold=0.8, cluster_threshold=0.8)))
     wall, pig = unit(1), unit(0, 1)
     empty = np.zeros((0, DIM), dtype=np.float32)
     for i, v in enumerate([wall, wall, pig, wall]):
@@ -671,7 +691,8 @@ def test_the_tree_keeps_one_topic_row_per_stored_turn_through_eviction() -> None
     centres = [unit(*rng.standard_normal(4)) for _ in range(5)]
     calls = iter(range(10**6))
     db = HistoryDatabase(embedder=HashingEmbedder(DIM),
-                         settings=Settings(capacity=120, merge_threshold=1.0),
+                         settings=Settings(limits=Limits(capacity=120),
+                                           weighting=Weighting(merge_threshold=1.0)),
                          clock=lambda: float(next(calls)))
     for i in range(400):
         c = centres[int(rng.integers(0, 5))]

@@ -15,6 +15,7 @@ from pg_support import TABLES, start_server
 from dhrag_core import (
     HashingEmbedder,
     HistoryDatabase,
+    Limits,
     PostgresStore,
     Settings,
     StoreUnavailableError,
@@ -174,7 +175,8 @@ def test_server_restart_and_outage_lose_nothing(own_server: TempPostgres) -> Non
     clock = iter(range(10**6, 10**7))
     db = HistoryDatabase(embedder=HashingEmbedder(dimension=64),
                          store=PostgresStore(own_server.dsn, min_size=2, timeout=10),
-                         settings=Settings(capacity=100), clock=lambda: float(next(clock)))
+                         settings=Settings(limits=Limits(capacity=100)),
+                         clock=lambda: float(next(clock)))
     for i in range(5):
         db.add("s", f"question {i} about topic {i}", f"answer {i}", passages=[f"passage {i}"])
     own_server.restart()

@@ -26,7 +26,14 @@ HOT = "hot"
 
 
 def _worker(dsn: str, wid: int, capacity: int, barrier: Any, out: str) -> None:
-    from dhrag_core import HashingEmbedder, HistoryDatabase, PostgresStore, Settings
+    from dhrag_core import (
+        HashingEmbedder,
+        HistoryDatabase,
+        Limits,
+        PostgresStore,
+        Settings,
+        Weighting,
+    )
     from dhrag_core.store import StaleSessionError
 
     lock = threading.Lock()
@@ -44,7 +51,8 @@ def _worker(dsn: str, wid: int, capacity: int, barrier: Any, out: str) -> None:
 
     db = HistoryDatabase(
         embedder=HashingEmbedder(dimension=64), store=CountingStore(dsn, max_size=4),
-        settings=Settings(capacity=capacity, merge_threshold=1.0),
+        settings=Settings(limits=Limits(capacity=capacity),
+                          weighting=Weighting(merge_threshold=1.0)),
     )
     added: list[tuple[str, str]] = []
     retries = 0
@@ -162,11 +170,12 @@ def test_workers_share_one_postgres_history(
 
 
 def _contender(dsn: str, wid: int, adds: int, barrier: Any, out: str) -> None:
-    from dhrag_core import HashingEmbedder, HistoryDatabase, Settings
+    from dhrag_core import HashingEmbedder, HistoryDatabase, Limits, Settings, Weighting
     from dhrag_core.store import StaleSessionError
 
     db = HistoryDatabase(embedder=HashingEmbedder(dimension=64), store=dsn,
-                         settings=Settings(merge_threshold=1.0, capacity=10_000))
+                         settings=Settings(limits=Limits(capacity=10_000),
+                                           weighting=Weighting(merge_threshold=1.0)))
     barrier.wait(timeout=120)
     lost = 0
     for i in range(adds):

@@ -18,7 +18,9 @@ from dhrag_core import (
     HistoryDatabase,
     SessionView,
     Settings,
+    Threads,
     Turn,
+    Weighting,
 )
 from dhrag_core.history.policy import Link
 from dhrag_core.records import Vector
@@ -58,7 +60,8 @@ class EveryTurnAlone:
 def _session(clock: FakeClock, **policies: object) -> HistoryDatabase:
     # the thread-score rule on hashing vectors: the policies replace its choice
     db = HistoryDatabase(embedder=HashingEmbedder(), clock=clock,
-                         settings=Settings(history_turns=3, thread_decision="scores"),
+                         settings=Settings(weighting=Weighting(history_turns=3),
+                                           threads=Threads(thread_decision="scores")),
                          **policies)  # type: ignore[arg-type]
     for q, a in GUINEA + BONDS:
         db.add("s", q, a, passages=[a])

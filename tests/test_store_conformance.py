@@ -20,6 +20,7 @@ from dhrag_core import (
     HashingEmbedder,
     HistoryDatabase,
     HistoryStore,
+    Limits,
     MemoryStore,
     Passage,
     PostgresStore,
@@ -391,7 +392,7 @@ def fingerprint(db: HistoryDatabase, session: str) -> list[Any]:
     return out
 
 
-SETTINGS = Settings(capacity=10)
+SETTINGS = Settings(limits=Limits(capacity=10))
 
 
 def approx(prints: list[Any]) -> list[Any]:
@@ -407,7 +408,7 @@ def run(store: HistoryStore, reopen: Callable[[], HistoryStore]) -> list[list[An
                          settings=SETTINGS, clock=clock)
     conversation(db, clock, "alice", 0, 16)
     conversation(db, clock, "bob", 0, 5)
-    assert db.size("alice") == SETTINGS.capacity
+    assert db.size("alice") == SETTINGS.limits.capacity
     prints = [fingerprint(db, "alice")]
     db.close()
     restarted = HistoryDatabase(embedder=HashingEmbedder(dimension=128), store=reopen(),
@@ -443,7 +444,7 @@ def test_two_databases_on_one_store_see_each_other(backend: Backend) -> None:
                                 passages=[f"p{i}"])
         clock.now += 5
     assert [t.query for t in a.turns("s")] == [t.query for t in b.turns("s")]
-    assert a.size("s") == SETTINGS.capacity
+    assert a.size("s") == SETTINGS.limits.capacity
     assert approx(fingerprint(a, "s")) == approx(fingerprint(b, "s"))
 
 

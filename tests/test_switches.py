@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from dhrag_core import DHRAG, FaissKnowledgeBase, MiniLMEmbedder, Passage, Settings
+from dhrag_core import DHRAG, Ablations, FaissKnowledgeBase, MiniLMEmbedder, Passage, Settings
 
 pytestmark = pytest.mark.model
 
@@ -64,7 +64,7 @@ def test_core_follows_the_subject_the_user_just_named(minilm: MiniLMEmbedder,
 def test_without_cues_the_older_wording_wins(minilm: MiniLMEmbedder) -> None:
     """The ablation switch is not inert: without reading the words, "Who was it built for?"
     follows the thread of "When was it built?" (the Eiffel Tower)."""
-    sels = _talk(_engine(minilm, Settings(use_cues=False)), TURNS[:4])
+    sels = _talk(_engine(minilm, Settings(ablations=Ablations(use_cues=False))), TURNS[:4])
     assert "eiffel" in sels[3].rewritten_query.lower()
     assert sels[3].history[0].turn.query == TURNS[1][0]
 

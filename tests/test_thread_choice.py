@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from dhrag_core import DHRAG, FaissKnowledgeBase, HashingEmbedder, Settings
+from dhrag_core import DHRAG, Ablations, FaissKnowledgeBase, HashingEmbedder, Settings
 from dhrag_core.history.selection import Selector
 
 WALLS = ["The Great Wall of China is 21,196 km long.", "The Great Wall was built of stone.",
@@ -22,7 +22,7 @@ TURNS = [("How long is the Great Wall of China?", "21,196 km."),
 def _engine() -> DHRAG:
     emb = HashingEmbedder()
     return DHRAG(FaissKnowledgeBase(WALLS, emb), embedder=emb,
-                 settings=Settings(calibrate=False))
+                 settings=Settings(ablations=Ablations(calibrate=False)))
 
 
 def _count_continued(monkeypatch: pytest.MonkeyPatch) -> list[int]:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from dhrag_core import HashingEmbedder, HistoryDatabase, Settings
+from dhrag_core import HashingEmbedder, HistoryDatabase, Retrieval, Settings, Threads
 from dhrag_core.algorithm import topic_shift as ts
 from tests.conftest import FakeClock
 
@@ -99,7 +99,7 @@ def test_the_fitted_weights_match_the_features() -> None:
 
 def _session(decision: str, clock: FakeClock) -> HistoryDatabase:
     db = HistoryDatabase(embedder=HashingEmbedder(), clock=clock,
-                         settings=Settings(thread_decision=decision))
+                         settings=Settings(threads=Threads(thread_decision=decision)))
     for q, a in [("How tall is the Eiffel Tower in Paris?", "It is 330 metres tall."),
                  ("Who designed the Eiffel Tower?", "Gustave Eiffel's company."),
                  ("Who painted the Mona Lisa?", "I'm sorry, I don't have that information.")]:
@@ -129,7 +129,7 @@ def test_a_new_topic_hands_on_nothing_but_the_thread_still_moves_the_search() ->
     emb = HashingEmbedder()
     kb = FaissKnowledgeBase(["The Great Wall is built of stone.", "Penguins live in the south."],
                             emb)
-    rag = DHRAG(kb, embedder=emb, settings=Settings(clarity_threshold=None))
+    rag = DHRAG(kb, embedder=emb, settings=Settings(retrieval=Retrieval(clarity_threshold=None)))
     rag.record("u", "What is the Great Wall of China built of?", "Stone, brick and earth.")
     query = "Where do emperor penguins breed in the Antarctic winter?"
     decided = rag.history.thread_decision("u", query)

@@ -158,11 +158,12 @@ def _chain_signals(cfg: Settings, kb: FaissKnowledgeBase, view: SessionView, qv:
         latest = view.turn(ordered[-1])
         q, a, shown_vectors = latest.decoded()
         latest_passages = _mean(list(shown_vectors), len(qv))
-        recency = float(scoring.recency(view.next_index - latest.index, cfg.thread_half_life))
+        recency = float(scoring.recency(view.next_index - latest.index,
+                                        cfg.threads.thread_half_life))
         passages = _mean([v for t in ordered for v in view.turn(t).decoded()[2]], len(qv))
         said = [f"{view.turn(t).query} {view.turn(t).response}" for t in ordered[-8:]]
         shown = [x.text for t in ordered[-4:] for x in view.turn(t).passages[:3]]
-        topic = topic_vector(latest, cfg.topic_answer_weight, cfg.topic_passage_weight)
+        topic = topic_vector(latest, cfg.tree.topic_answer_weight, cfg.tree.topic_passage_weight)
         signals.append([
             rel, recency, float(latest.turn_id == view.latest), float(np.log(len(ordered))),
             float(q @ qv), float(a @ qv) if a is not None else 0.0,
@@ -188,7 +189,7 @@ def _choice(db: HistoryDatabase, session: str, kb: FaissKnowledgeBase, view: Ses
             true = i
         chosen = db.select_in_thread(session, qv, cid)
         # as the engine searches: expanded in the calibrated space, mapped back
-        rows.append(expanded(centred, chosen, cfg.expansion, cfg))
+        rows.append(expanded(centred, chosen, cfg.retrieval.expansion, cfg))
     found_rows = kb.search_vectors(db.calibration.invert(np.stack(rows)).astype(np.float32), 10)
     mrr = np.array([reciprocal_rank([p.key for p in r], relevant) for r in found_rows])
     return Choice(_chain_signals(cfg, kb, view, qv, found, question, words), true, mrr, kind,

@@ -26,7 +26,7 @@ from benchmarks.harness.mtrag_kb import load_with_kb
 from benchmarks.harness.paths import default_cache
 from benchmarks.harness.replay import replay, score_runs
 from benchmarks.harness.systems import REGISTRY, BenchContext
-from dhrag_core import Settings
+from dhrag_core import Retrieval, Settings
 
 __all__ = ["main"]
 
@@ -49,17 +49,17 @@ def main() -> None:
     ap.add_argument("--out", type=Path, default=Path("results/clarity_split.json"))
     args = ap.parse_args()
     bench, emb, kb = load_with_kb(args.bench)
-    threshold = Settings().clarity_threshold
+    threshold = Settings().retrieval.clarity_threshold
     rows: dict[str, list[dict[str, Any]]] = defaultdict(list)
     for label, data in _sets(bench, args.threads, [int(s) for s in args.seeds.split(",")]):
         threads = {(t.conversation_id, t.turn): t.tags.get("thread", t.conversation_id)
                    for t in data.tasks}
         ctx = BenchContext(kb=kb, embedder=emb, threads=threads)
+        ungated = Settings(retrieval=Retrieval(clarity_threshold=None))
         systems = {
             "question alone": REGISTRY["last-turn"].factory(ctx),
-            "dhrag without the gate": DHRAGSystem("dhrag", ctx, Settings(clarity_threshold=None)),
-            "thread oracle without the gate": ThreadOracleSystem(
-                "oracle", ctx, Settings(clarity_threshold=None)),
+            "dhrag without the gate": DHRAGSystem("dhrag", ctx, ungated),
+            "thread oracle without the gate": ThreadOracleSystem("oracle", ctx, ungated),
             "dhrag (defaults)": DHRAGSystem("dhrag", ctx, Settings()),
         }
         scores = {name: score_runs(replay(s, data.conversations, show_progress=False),

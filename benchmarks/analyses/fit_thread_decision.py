@@ -67,7 +67,7 @@ def cases(split: str, limit: int | None = None) -> list[Case]:
     for c in convs:
         topics = [t.topic for t in c.turns]
         q = cal.apply(memo.encode([t.question for t in c.turns]))
-        a = cal.apply(memo.encode([opening_words(t.answer, settings.answer_words)
+        a = cal.apply(memo.encode([opening_words(t.answer, settings.tree.answer_words)
                                    for t in c.turns]))
         words = [topic_shift.turn_words(t.question, t.answer) for t in c.turns]
         answered = [not topic_shift.is_unanswered(t.answer) for t in c.turns]

@@ -35,6 +35,7 @@ from benchmarks.harness.systems import BenchContext
 from dhrag_core import DHRAG, NEW_CHAIN, Settings
 from dhrag_core.history.policy import Link, SessionView, ThreadPolicy
 from dhrag_core.records import Selection, Turn, Vector
+from dhrag_core.settings import with_changes
 
 __all__ = ["TrueThreadChain", "TrueThreadFirst", "main"]
 
@@ -174,7 +175,8 @@ def _rows(ctx: BenchContext, engine: DHRAG, session: str, sel: Selection, truth:
     threads = engine.history.select_threads(session, sel.query_vector, len(sel.search_vectors))
     rows = np.stack(sel.search_vectors).astype(np.float32)
     rrs, top1 = [], []
-    for row, found in zip(rows, ctx.kb.search_vectors(rows, engine.settings.kb_k), strict=True):
+    founds = ctx.kb.search_vectors(rows, engine.settings.retrieval.kb_k)
+    for row, found in zip(rows, founds, strict=True):
         ranked = engine.rank(sel.rewritten_query, row[None, :], found, 10)
         rrs.append(reciprocal_rank([c.passage.key for c in ranked], relevant))
         top1.append(ranked[0].score if ranked else -np.inf)
@@ -202,7 +204,7 @@ def main() -> None:
     report: dict[str, Any] = {"threads": args.threads, "seeds": args.seeds}
     for name, (changes, right) in RUNS.items():
         pooled: dict[str, list[float]] = defaultdict(list)
-        settings = Settings().with_(**changes)
+        settings = with_changes(Settings(), changes)
         for seed in (int(s) for s in args.seeds.split(",")):
             for key, values in _replay(ctx, bench, args.threads, seed, settings, right).items():
                 pooled[key].extend(values)

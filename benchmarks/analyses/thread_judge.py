@@ -140,7 +140,8 @@ def _first(found: Found, pick: tuple[int, float]) -> Found:
 
 
 def _hedges(found: Found, settings: Settings) -> bool:
-    return len(hedged_threads(found, settings.thread_variants, settings.hedge_margin)) > 1
+    threads = settings.threads
+    return len(hedged_threads(found, threads.thread_variants, threads.hedge_margin)) > 1
 
 
 def judged(found: Found, right: set[int], settings: Settings,

@@ -43,6 +43,7 @@ from benchmarks.harness.paths import default_cache, default_data
 from benchmarks.harness.systems import BenchContext
 from dhrag_core import FaissKnowledgeBase, MiniLMEmbedder, Settings
 from dhrag_core.embedding import Embedder
+from dhrag_core.settings import with_changes
 
 __all__ = ["TrackedTurn", "main", "summarise", "topic_of", "track"]
 
@@ -151,7 +152,8 @@ def main(argv: Sequence[str] | None = None) -> None:
     ap.add_argument("--bench", type=Path, default=default_cache() / "benchmarks" / "mtrag")
     ap.add_argument("--scenarios", type=Path, default=SCENARIOS / "tasks.jsonl")
     ap.add_argument("--seeds", default="0,1,2")
-    ap.add_argument("--set", nargs="*", default=[], help="settings key=value")
+    ap.add_argument("--set", nargs="*", default=[],
+                    help="settings key=value (key: a knob's name or group.knob)")
     ap.add_argument("--also", nargs="*", default=[],
                     help="further settings to compare, each 'key=value,key=value'")
     ap.add_argument("--out", type=Path, default=Path("results/thread_tracking.json"))
@@ -174,7 +176,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     report: dict[str, Any] = {}
     for name, changes in candidates:
         t0 = time.perf_counter()
-        report[name] = run(Settings().with_(**changes), sets, ctx, memo)
+        report[name] = run(with_changes(Settings(), changes), sets, ctx, memo)
         report[name]["s"] = round(time.perf_counter() - t0, 1)
         print(json.dumps({name: report[name]}, indent=1), flush=True)
     args.out.parent.mkdir(parents=True, exist_ok=True)

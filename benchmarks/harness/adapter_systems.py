@@ -135,7 +135,7 @@ class LlamaIndexSystem:
         index = VectorStoreIndex(
             nodes, storage_context=StorageContext.from_defaults(vector_store=faiss_store),
             embed_model=DHRAGEmbedding(embedder))
-        self.rag = build_dhrag(index.as_retriever(similarity_top_k=settings.kb_k),
+        self.rag = build_dhrag(index.as_retriever(similarity_top_k=settings.retrieval.kb_k),
                                settings=settings, search=search)
         self.session = ""
 

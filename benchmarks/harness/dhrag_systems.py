@@ -8,7 +8,6 @@ passages the system itself retrieved and the dataset's answer.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import fields
 
 import numpy as np
 
@@ -17,14 +16,20 @@ from dhrag_core import (
     DHRAG,
     ChainPolicy,
     Embedder,
+    Experiments,
+    Integration,
     LLMRewriter,
     Passage,
     QueryRewriter,
+    Retrieval,
     Settings,
     ThreadPolicy,
+    Threads,
+    Weighting,
 )
 from dhrag_core.llm import llm_from_env
 from dhrag_core.records import Selection, Vector
+from dhrag_core.settings import with_changes
 
 __all__ = [
     "ABLATIONS", "HISTORY_STAGES", "SKIPPED", "DHRAGSystem", "MemoEmbedder", "ThreadOracleSystem",
@@ -159,7 +164,7 @@ def _register_llm() -> None:
     register_system(
         "dhrag-llm",
         lambda ctx: DHRAGSystem(
-            "dhrag-llm", ctx, Settings(rewrite_vector=True), own_memo=True,
+            "dhrag-llm", ctx, Settings(experiments=Experiments(rewrite_vector=True)), own_memo=True,
             rewriter=LLMRewriter(llm),
         ),
         description="DH-RAG with the LLM rewriter (the rewritten text is embedded)",
@@ -170,7 +175,7 @@ def register_variants(variants: Mapping[str, Mapping[str, object]]) -> None:
     """Register dhrag under each name with those settings changed from the defaults (what an
     analysis plug-in compares; the description lists the changes)."""
     def build(name: str, changes: Mapping[str, object]) -> Callable[[BenchContext], DHRAGSystem]:
-        return lambda ctx: DHRAGSystem(name, ctx, Settings().with_(**changes))
+        return lambda ctx: DHRAGSystem(name, ctx, with_changes(Settings(), changes))
 
     for name, changes in variants.items():
         register_system(name, build(name, changes), replace=True,
@@ -184,11 +189,11 @@ def _register() -> None:
         "thread-oracle",
         lambda ctx: ThreadOracleSystem("thread-oracle", ctx, Settings()), reference=True,
         description="dhrag with one session per original conversation (perfect threads)")
-    names = {f.name for f in fields(Settings)}
+    names = {k.name for k in Settings.knobs()}
 
     def ablation(part: str) -> Callable[[BenchContext], DHRAGSystem]:
         return lambda ctx: DHRAGSystem(
-            f"dhrag-no-{part}", ctx, Settings().with_(**{f"use_{part}": False})
+            f"dhrag-no-{part}", ctx, with_changes(Settings(), {f"use_{part}": False})
         )
 
     for part in ABLATIONS:
@@ -196,26 +201,31 @@ def _register() -> None:
         register_system(f"dhrag-no-{part}", ablation(part), description=f"DH-RAG without {part}")
     register_system(
         "dhrag-one-thread",
-        lambda ctx: DHRAGSystem("dhrag-one-thread", ctx, Settings(thread_variants=1)),
+        lambda ctx: DHRAGSystem("dhrag-one-thread", ctx,
+                                Settings(threads=Threads(thread_variants=1))),
         description="DH-RAG searching with T*'s expanded query only (no runner-up threads)")
     register_system(
         "dhrag-hedge-always",
-        lambda ctx: DHRAGSystem("dhrag-hedge-always", ctx, Settings(hedge_margin=None)),
+        lambda ctx: DHRAGSystem("dhrag-hedge-always", ctx,
+                                Settings(threads=Threads(hedge_margin=None))),
         description="DH-RAG searching the runner-up threads however far below T* they are")
-    if Settings().lexical_weight:
+    if Settings().integration.lexical_weight:
         register_system(
             "dhrag-no-lexical",
-            lambda ctx: DHRAGSystem("dhrag-no-lexical", ctx, Settings(lexical_weight=0.0)),
+            lambda ctx: DHRAGSystem("dhrag-no-lexical", ctx,
+                                    Settings(integration=Integration(lexical_weight=0.0))),
             description="DH-RAG ranking without the question's own words (lexical_weight=0)")
-    if Settings().root_weight:
+    if Settings().weighting.root_weight:
         register_system(
             "dhrag-no-root",
-            lambda ctx: DHRAGSystem("dhrag-no-root", ctx, Settings(root_weight=0.0)),
+            lambda ctx: DHRAGSystem("dhrag-no-root", ctx,
+                                    Settings(weighting=Weighting(root_weight=0.0))),
             description="DH-RAG without the thread's opening turn in the expansion "
                         "(root_weight=0)")
     register_system(
         "dhrag-no-clarity-gate",
-        lambda ctx: DHRAGSystem("dhrag-no-clarity-gate", ctx, Settings(clarity_threshold=None)),
+        lambda ctx: DHRAGSystem("dhrag-no-clarity-gate", ctx,
+                                Settings(retrieval=Retrieval(clarity_threshold=None))),
         description="DH-RAG expanding every query, also those clear on their own")
 
 

@@ -154,7 +154,7 @@ class DenseSystem(MemorySystem):
         self.lexical_weight = lexical_weight
         self.length_weight = length_weight
         self._words = words
-        self._pool = Settings().kb_k
+        self._pool = Settings().retrieval.kb_k
         self._calibration: Calibration | None = None
 
     def retrieve(self, question: str, k: int) -> list[Passage]:
@@ -173,7 +173,7 @@ class DenseSystem(MemorySystem):
         if self.lexical_weight:
             text = self._words(self.memory, question) if self._words is not None else question
             scores = scores + self.lexical_weight * word_overlap(
-                text, [p.text for p in found], Settings().lexical_length_norm)
+                text, [p.text for p in found], Settings().experiments.lexical_length_norm)
         if self.length_weight:
             scores = scores + self.length_weight * length_prior([p.text for p in found])
         order = np.argsort(-scores, kind="stable")[:k]
@@ -286,7 +286,7 @@ def answer_interpolation(w_prev: float, w_first: float, w_answer: float) -> Vect
 def clarity_gated(kb: FaissKnowledgeBase, build: VectorBuilder, threshold: float) -> VectorBuilder:
     """``build``, except that a question whose own best passage has a similarity of at least
     ``threshold`` (calibrated as dhrag calibrates it: ``Calibration.similarity``) is searched
-    as is: dhrag's clarity gate (``Settings.clarity_threshold``)
+    as is: dhrag's clarity gate (``Settings.retrieval.clarity_threshold``)
     given to a baseline, so that the gate's gain is not credited to the history organisation."""
     calibration = calibrate(kb.embedder)
 
@@ -384,12 +384,12 @@ def build_systems(patterns: Iterable[str], ctx: BenchContext) -> list[System]:
 def _answer_aware(name: str, build: VectorBuilder, gate: bool = False,
                   lexical: bool = False) -> SystemFactory:
     def factory(ctx: BenchContext) -> System:
-        threshold = Settings().clarity_threshold
+        threshold = Settings().retrieval.clarity_threshold
         chosen = build
         if gate and threshold is not None:
             chosen = clarity_gated(ctx.kb, build, threshold)
-        system = DenseSystem(name, ctx.kb, chosen,
-                             lexical_weight=Settings().lexical_weight if lexical else 0.0)
+        weight = Settings().integration.lexical_weight if lexical else 0.0
+        system = DenseSystem(name, ctx.kb, chosen, lexical_weight=weight)
         system.encoder = ctx.answer_encoder
         return system
     return factory
@@ -404,8 +404,8 @@ def register_answer_interpolations(
     clarity gate (``-gated``) and lexical term (``-lex``), or only the ``variants`` named
     (``""``, ``"-lex"``, ``"-gated"``, ``"-gated-lex"``); names already registered are kept.
     Returns the names added."""
-    lexical = Settings().lexical_weight
-    gates = [False] + ([True] if Settings().clarity_threshold is not None else [])
+    lexical = Settings().integration.lexical_weight
+    gates = [False] + ([True] if Settings().retrieval.clarity_threshold is not None else [])
     added = []
     for w_prev in grid[0]:
         for w_first in grid[1]:
@@ -446,7 +446,7 @@ def _register_baselines() -> None:
                    f"the {what} of the last {n} turns + the question") for n in (1, 2, 3)]
     for name, text, description in texts:
         register_system(name, dense(name, embedded(text)), description=description)
-    lexical = Settings().lexical_weight
+    lexical = Settings().integration.lexical_weight
     if lexical:
         register_system(
             "last-turn-lex",

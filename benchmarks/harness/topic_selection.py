@@ -45,6 +45,7 @@ from benchmarks.harness.metrics import paired_randomisation_test
 from benchmarks.harness.paths import REPO_ROOT, default_cache
 from dhrag_core import HistoryDatabase, Settings
 from dhrag_core.embedding import Embedder, opening_words
+from dhrag_core.settings import with_changes
 
 __all__ = [
     "KINDS", "RULES", "TopicConversation", "TopicTurn", "default_topiocqa", "judge",
@@ -263,7 +264,7 @@ def all_texts(conversations: Sequence[TopicConversation], settings: Settings) ->
         for t in c.turns:
             out.append(t.question)
             if t.answer:
-                out.append(opening_words(t.answer, settings.answer_words))
+                out.append(opening_words(t.answer, settings.tree.answer_words))
     return out
 
 
@@ -273,7 +274,7 @@ def main_args(args: Any) -> dict[str, Any]:
     from dhrag_core import MiniLMEmbedder
 
     changes = {k: parse_value(v) for k, v in (kv.split("=", 1) for kv in args.set)}
-    settings = Settings().with_(**changes)
+    settings = with_changes(Settings(), changes)
     convs = select_conversations(load_topiocqa(args.data), args.split, args.conversations)
     cache = (args.cache or default_cache()).expanduser()
     memo = encode_cached(MiniLMEmbedder(), all_texts(convs, settings), "minilm",

@@ -178,7 +178,7 @@ def run_size(n: int, turns: int, backend: str = "memory", dsn: str | None = None
     one drawn at random: most are not in memory (``max_sessions_in_memory``) and load first."""
     import tempfile
 
-    from dhrag_core import Calibration, HistoryDatabase, Passage, Settings
+    from dhrag_core import Calibration, HistoryDatabase, Limits, Passage, Settings, Weighting
 
     model_mib = _load_model(embedder) if model else None
     rng = np.random.default_rng(0)
@@ -198,7 +198,8 @@ def run_size(n: int, turns: int, backend: str = "memory", dsn: str | None = None
     # centred like any history (the seeded turns count as centred): the mean of the topics
     calibration = Calibration.from_vectors(centres)
     dbs = [HistoryDatabase(embedder=_ConstantEmbedder(), store=st,
-                           settings=Settings(capacity=per, merge_threshold=1.0),
+                           settings=Settings(limits=Limits(capacity=per),
+                                             weighting=Weighting(merge_threshold=1.0)),
                            clock=lambda: float(next(clock)), calibration=calibration)
            for st in stores]
     t0 = time.perf_counter()

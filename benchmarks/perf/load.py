@@ -157,14 +157,22 @@ def _engine(spec: WorkerSpec) -> Any:
     torch.set_num_threads(1)
     faiss.omp_set_num_threads(1)
     from benchmarks.harness.kbcache import kb_vectors
-    from dhrag_core import DHRAG, FaissKnowledgeBase, MiniLMEmbedder, PostgresStore, Settings
+    from dhrag_core import (
+        DHRAG,
+        FaissKnowledgeBase,
+        Limits,
+        MiniLMEmbedder,
+        PostgresStore,
+        Settings,
+    )
 
     kb = load_benchmark(spec.bench_dir).kb
     emb = MiniLMEmbedder()
     vectors = kb_vectors(kb, emb, MODEL, cache_dir=spec.cache_dir,
                          seed=default_data() / SEED_FILE, show_progress=False)
     rag = DHRAG(FaissKnowledgeBase(kb, emb, vectors=vectors), embedder=emb,
-                store=PostgresStore(spec.dsn), settings=Settings(capacity=spec.capacity))
+                store=PostgresStore(spec.dsn),
+                settings=Settings(limits=Limits(capacity=spec.capacity)))
     rag.select(f"{spec.hot_session}-warm-up-{spec.wid}", "warm up")  # stores nothing
     return rag
 
@@ -552,7 +560,7 @@ def _describe(settings: Mapping[str, str], given: bool, workload: Workload, work
           f"session) + {workload.hot_turns} turns per worker on one shared hot session")
     from dhrag_core import Settings
 
-    default = " (dhrag's default)" if capacity == Settings().capacity else ""
+    default = " (dhrag's default)" if capacity == Settings().limits.capacity else ""
     print(f"capacity: {capacity} turns per session{default}; the largest session records at "
           f"most {needed_capacity(workload, max(workers))}: nothing is evicted")
 
@@ -564,7 +572,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     prepare_kb_vectors(workload, bench.kb)
     from dhrag_core import Settings
 
-    capacity = max(Settings().capacity, needed_capacity(workload, max(args.workers)))
+    capacity = max(Settings().limits.capacity, needed_capacity(workload, max(args.workers)))
     server = None
     dsn = args.dsn
     if not dsn:

@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from benchmarks.harness.rss import current_rss_mib, peak_rss_mib
-from dhrag_core import HashingEmbedder, HistoryDatabase, MiniLMEmbedder, Settings
+from dhrag_core import HashingEmbedder, HistoryDatabase, Limits, MiniLMEmbedder, Settings
 from dhrag_core.embedding import Embedder
 
 TOPICS = [
@@ -48,7 +48,7 @@ def rss_mib() -> tuple[float, float]:
 def run(sessions: int, turns: int, group: int, bound: int, embedder: Embedder,
         path: Path, checkpoints: list[int]) -> dict[str, Any]:
     db = HistoryDatabase(embedder=embedder, store=f"sqlite:///{path}",
-                         settings=Settings(max_sessions_in_memory=bound))
+                         settings=Settings(limits=Limits(max_sessions_in_memory=bound)))
     rows: list[dict[str, Any]] = []
     done_turns = 0
     window_t, window_turns = 0.0, 0
@@ -105,8 +105,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--turns", type=int, default=5, help="turns per session")
     ap.add_argument("--group", type=int, default=100,
                     help="conversations in flight at once (their turns interleave)")
-    ap.add_argument("--bound", type=int, default=Settings().max_sessions_in_memory,
-                    help="Settings.max_sessions_in_memory")
+    ap.add_argument("--bound", type=int, default=Settings().limits.max_sessions_in_memory,
+                    help="Settings.limits.max_sessions_in_memory")
     ap.add_argument("--embedder", choices=("hashing", "minilm"), default="hashing")
     ap.add_argument("--db", type=Path, default=None, help="SQLite file (default: a temp file)")
     ap.add_argument("--json", type=Path, default=None, help="write the figures here")

@@ -66,11 +66,11 @@ class _Stream:
 def run(turns: int, capacity: int, every: int, store: str = "memory",
         seed: int = 0) -> dict[str, Any]:
     """Run the soak; the samples and a summary as a dict."""
-    from dhrag_core import HashingEmbedder, HistoryDatabase, Passage, Settings
+    from dhrag_core import HashingEmbedder, HistoryDatabase, Limits, Passage, Settings
 
     now = [0.0]
     db = HistoryDatabase(embedder=HashingEmbedder(DIM), store=store,
-                         settings=Settings(capacity=capacity), clock=lambda: now[0])
+                         settings=Settings(limits=Limits(capacity=capacity)), clock=lambda: now[0])
     stream = _Stream(seed)
     session = "soak"
     samples: list[dict[str, Any]] = []

@@ -5,9 +5,9 @@
 Each CANARD question comes with its dialogue so far (article title, section title, then
 alternating questions and answers). The history is given to a rewriter the way DH-RAG gives it:
 as ``SelectedTurn`` records -- the title and section as a first turn, then one turn per earlier
-question and answer -- weighted by recency (half-life ``Settings().half_life_turns`` turns, the
-latest turn weighing 1). Rows scored: the raw question (baseline), ``LightRewriter`` as the
-engine runs it (substitution), the former appender (``mode="append"``), and ``LLMRewriter``
+question and answer -- weighted by recency (half-life ``Settings().weighting.half_life_turns``
+turns, the latest turn weighing 1). Rows scored: the raw question (baseline), ``LightRewriter``
+as the engine runs it (substitution), the former appender (``mode="append"``), and ``LLMRewriter``
 when an OpenAI-compatible endpoint is configured (``OPENAI_BASE_URL`` +
 ``DHRAG_MODEL``/``OPENAI_MODEL``), else reported as skipped.
 
@@ -99,7 +99,7 @@ def load_canard(
             f"CANARD file {path} not found: get data/release/dev.json from "
             "github.com/aagohary/canard (CC BY-SA 4.0) and pass --data PATH/dev.json")
     rows = json.loads(path.read_text(encoding="utf-8"))
-    hl = Settings().half_life_turns if half_life is None else half_life
+    hl = Settings().weighting.half_life_turns if half_life is None else half_life
     return [
         Example(dialog_id=r["QuAC_dialog_id"], number=int(r["Question_no"]),
                 question=r["Question"], rewrite=r["Rewrite"],
@@ -365,7 +365,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     meta = {"data": os.path.relpath(args.data.resolve(), REPO_ROOT), "questions": len(examples),
             "date": datetime.now(timezone.utc).isoformat(timespec="seconds"),
             "python": platform.python_version(), "cpus": os.cpu_count(),
-            "half_life_turns": Settings().half_life_turns,
+            "half_life_turns": Settings().weighting.half_life_turns,
             "llm": repr(getattr(rewriters.get("llm"), "llm", None))}
     path.write_text(json.dumps({"meta": meta, "results": results}, indent=2) + "\n",
                     encoding="utf-8")

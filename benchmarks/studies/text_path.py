@@ -40,7 +40,7 @@ from benchmarks.harness.replay import replay, score_runs
 from benchmarks.harness.systems import BenchContext
 from dhrag_core import Embedder, FaissKnowledgeBase, LightRewriter, MiniLMEmbedder, Passage
 from dhrag_core.algorithm.rewriting import QueryRewriter
-from dhrag_core.settings import Settings
+from dhrag_core.settings import Ablations, Experiments, Settings, with_changes
 
 __all__ = ["CV_GRID", "TextOnlyKB", "cross_validate_text", "main", "run_text_path"]
 
@@ -82,11 +82,12 @@ def _systems(
         "vector path, substitute (default)": make("v-sub", vector_ctx, LightRewriter()),
         "vector path, append": make("v-app", vector_ctx, LightRewriter(mode="append")),
         "text path, raw question": make("t-raw", text_ctx, LightRewriter(),
-                                        Settings(use_rewrite=False)),
+                                        Settings(ablations=Ablations(use_rewrite=False))),
         "text path, append": make("t-app", text_ctx, LightRewriter(mode="append")),
         "text path, substitute (default)": make("t-sub", text_ctx, LightRewriter()),
         "text path, substitute, rewrite embedded": make(
-            "t-sub-rv", text_ctx, LightRewriter(), Settings(rewrite_vector=True)),
+            "t-sub-rv", text_ctx, LightRewriter(),
+            Settings(experiments=Experiments(rewrite_vector=True))),
     }
 
 
@@ -132,7 +133,7 @@ def cross_validate_text(
     for combo in itertools.product(*grid.values()):
         changes = dict(zip(grid, combo, strict=True))
         name = ",".join(f"{k}={v}" for k, v in changes.items())
-        system = DHRAGSystem(name, ctx, Settings().with_(**changes), rewriter=LightRewriter())
+        system = DHRAGSystem(name, ctx, with_changes(Settings(), changes), rewriter=LightRewriter())
         scores = score_runs(replay(system, bench.conversations, k=10, show_progress=False),
                             bench.tasks)
         pooled[name] = [(fold_of(conversation_of(s), folds), s.values["MRR@10"])

@@ -47,6 +47,7 @@ from benchmarks.harness.paths import default_cache, default_data
 from benchmarks.harness.replay import replay, score_runs
 from benchmarks.harness.systems import BenchContext
 from dhrag_core import FaissKnowledgeBase, Settings
+from dhrag_core.settings import with_changes
 
 __all__ = ["interleaved_sets"]
 
@@ -74,7 +75,8 @@ def interleaved_sets(bench: Benchmark, block: tuple[int, int] = (2, 4)) -> list[
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--bench", type=Path, default=default_cache() / "benchmarks" / "mtrag")
-    ap.add_argument("--grid", nargs="*", default=[], help="key=v1,v2 ...")
+    ap.add_argument("--grid", nargs="*", default=[],
+                    help="key=v1,v2 ... (key: a knob's name, or group.knob: with_changes)")
     ap.add_argument("--base", nargs="*", default=[], help="fixed settings key=value")
     ap.add_argument("--also", nargs="*", default=[],
                     help="further candidate settings, each 'key=value,key=value'")
@@ -134,7 +136,7 @@ def main() -> None:
         conversations: list[str] = []
         per_label: dict[str, list[TaskScore]] = {}
         for label, data in sets:
-            system = DHRAGSystem("dhrag", ctx, Settings().with_(**changes))
+            system = DHRAGSystem("dhrag", ctx, with_changes(Settings(), changes))
             scores = score_runs(replay(system, data.conversations, show_progress=False),
                                 data.tasks)
             per_label.setdefault(label, []).extend(scores)

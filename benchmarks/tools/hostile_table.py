@@ -182,8 +182,9 @@ def _cleaning(world: World, value: Any) -> list[str]:
     if not isinstance(value, str):
         return []
     notes = clean_text(value)[1]
-    if len(value) > world.db.settings.max_query_chars:
-        notes.append(f"a question is cut to {world.db.settings.max_query_chars:,} characters")
+    most = world.db.settings.limits.max_query_chars
+    if len(value) > most:
+        notes.append(f"a question is cut to {most:,} characters")
     return notes
 
 
@@ -199,8 +200,8 @@ def _forms(value: str, cfg: Any) -> set[str]:
 
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        return {fit_query(value, cfg.max_query_chars, warn=False),
-                clean_text(value, cfg.max_text_chars)[0]}
+        return {fit_query(value, cfg.limits.max_query_chars, warn=False),
+                clean_text(value, cfg.limits.max_text_chars)[0]}
 
 
 def _changed(before: dict[str, dict[str, tuple[Any, ...]]],

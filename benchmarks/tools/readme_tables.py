@@ -548,14 +548,15 @@ def adapters() -> str:
 
 
 def settings() -> str:
-    """Every ``Settings`` field by group, with its default, valid values and description
-    (rendered from the declarations, not from a run)."""
+    """Every ``Settings`` knob by group (the group's field and option object first), with its
+    default, valid values and description (rendered from the declarations, not from a run)."""
     from dhrag_core.settings import GROUPS, Settings
 
     lines = []
     for group, title in GROUPS.items():
-        lines += ["", f"**{title}**", "", "| setting | default | valid | what it does |",
-                  "|---|---|---|---|"]
+        name, what = title.split(": ", 1)
+        lines += ["", f"**`{group}`: `{name}`** -- {what}", "",
+                  "| setting | default | valid | what it does |", "|---|---|---|---|"]
         for k in Settings.knobs():
             if k.group == group:
                 doc = k.doc.replace("|", "\\|")

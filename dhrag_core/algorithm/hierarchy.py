@@ -106,10 +106,11 @@ class SessionTree:
     def __init__(self, dimension: int, settings: Settings) -> None:
         self.settings = settings
         self.clusters = TopicClusters(
-            dimension, threshold=settings.cluster_threshold,
-            min_quality=settings.cluster_min_quality, merge_every=settings.cluster_merge_every,
+            dimension, threshold=settings.tree.cluster_threshold,
+            min_quality=settings.tree.cluster_min_quality,
+            merge_every=settings.tree.cluster_merge_every,
         )
-        self.chains = ChainTracker(dimension, threshold=settings.chain_threshold)
+        self.chains = ChainTracker(dimension, threshold=settings.tree.chain_threshold)
         self.dimension = dimension
         self.vectors: Mapping[str, Vector] = _TopicVectors(self)
         """Topic vectors by turn id (``compact.rounded``): the summary nodes' rows."""
@@ -170,8 +171,8 @@ class SessionTree:
         (``compact.rounded``): the value added to every running sum is the one later read
         back and subtracted."""
         cfg = self.settings
-        return compact.rounded(topic_vector(turn, cfg.topic_answer_weight,
-                                            cfg.topic_passage_weight))
+        return compact.rounded(topic_vector(turn, cfg.tree.topic_answer_weight,
+                                            cfg.tree.topic_passage_weight))
 
     # -- upkeep -------------------------------------------------------------------------------
 
@@ -305,14 +306,14 @@ class SessionTree:
         node = self._nodes[key]
         ids, indexes = node.members, node.indexes
         end = bisect.bisect_right(indexes, self.index_of[turn_id])
-        return f"{key[0]}.{key[1]}", ids[max(0, end - self.settings.summary_size) : end]
+        return f"{key[0]}.{key[1]}", ids[max(0, end - self.settings.tree.summary_size) : end]
 
     # -- matching ---------------------------------------------------------------------------
 
     def match(
         self, query: Vector, *, hierarchical: bool = True, clusters: bool = True
     ) -> list[TreeMatch]:
-        """Turns matched to ``query``, best first (at most ``settings.tree_turns``).
+        """Turns matched to ``query``, best first (at most ``settings.tree.tree_turns``).
 
         Hierarchical: best clusters -> their best summary nodes -> those nodes' turns
         (``clusters=False``: the summary nodes of every cluster).
@@ -321,22 +322,23 @@ class SessionTree:
         cfg = self.settings
         if not self.index_of:
             return []
-        if not hierarchical or len(self.index_of) < cfg.min_tree_turns:
+        if not hierarchical or len(self.index_of) < cfg.tree.min_tree_turns:
             ids = list(self.index_of)
             sims = self.topic_rows(ids) @ query
             self.comparisons += len(ids)
-            order = _top(sims, cfg.tree_turns)
+            order = _top(sims, cfg.tree.tree_turns)
             return [TreeMatch(ids[i], float(sims[i]), self.clusters.of.get(ids[i], -1), None)
                     for i in order]
         if clusters:
-            top = [c.id for c, _ in self.clusters.nearest(query, cfg.tree_clusters)]
+            top = [c.id for c, _ in self.clusters.nearest(query, cfg.tree.tree_clusters)]
             self.comparisons += len(self.clusters)
         else:
             top = list(self.clusters.clusters)
         nodes = self.summary_nodes(top)
         node_sims = np.stack([n.vector for n in nodes]) @ query
         self.comparisons += len(nodes)
-        best_nodes = [nodes[i] for i in np.argsort(-node_sims, kind="stable")[: cfg.tree_summaries]]
+        order = np.argsort(-node_sims, kind="stable")[: cfg.tree.tree_summaries]
+        best_nodes = [nodes[i] for i in order]
         found: list[str] = []
         parts, owner = [], []
         for n, node in enumerate(best_nodes):
@@ -351,5 +353,5 @@ class SessionTree:
         return [
             TreeMatch(found[i], float(sims[i]), best_nodes[node_of[i]].cluster_id,
                       best_nodes[node_of[i]].key)
-            for i in _top(sims, cfg.tree_turns)
+            for i in _top(sims, cfg.tree.tree_turns)
         ]

@@ -131,7 +131,7 @@ class ChatSession:
         session_id: Conversation name.
         llm: Generates answers when given; else (or when it fails) extracts them.
         store_url: Shown by ``where``.
-        k: Context passages per turn (default: ``rag.settings.context_k``).
+        k: Context passages per turn (default: ``rag.settings.retrieval.context_k``).
         kb: The knowledge base, recorded with each turn (``dhrag sessions`` shows it).
     """
 

@@ -31,7 +31,7 @@ from dhrag_core.knowledge.embed_cache import warm_up
 from dhrag_core.knowledge.ingest import load_kb
 from dhrag_core.llm import OpenAICompatibleLLM, llm_from_env
 from dhrag_core.pipeline.engine import DHRAG
-from dhrag_core.settings import Settings
+from dhrag_core.settings import Limits, Settings, Threads
 from dhrag_core.store import redact_dsn
 from dhrag_core.validation import check_k, check_session_id
 
@@ -227,10 +227,10 @@ def add_chat_arguments(parser: argparse.ArgumentParser) -> None:
                         help="passage size limit in words (default 200)")
     parser.add_argument("--thread-decision", choices=("fitted", "scores"), default="fitted",
                         help="how the earlier topic a question continues is chosen "
-                             "(Settings.thread_decision; default fitted)")
-    parser.add_argument("--max-query-chars", type=int, default=Settings().max_query_chars,
+                             "(Settings.threads.thread_decision; default fitted)")
+    parser.add_argument("--max-query-chars", type=int, default=Settings().limits.max_query_chars,
                         help="longest question used; a longer one is cut to it with a warning "
-                             "(Settings.max_query_chars; default %(default)s)")
+                             "(Settings.limits.max_query_chars; default %(default)s)")
     parser.add_argument("--embedder", choices=("minilm", "hashing"), default="minilm",
                         help=argparse.SUPPRESS)
 
@@ -280,9 +280,10 @@ def run_chat(args: argparse.Namespace, stdin: TextIO | None = None,
         llm: OpenAICompatibleLLM | None = llm_from_env(args.base_url, args.model, args.api_key,
                                                        timeout=args.timeout)
         k = None if args.k is None else check_k(args.k)
-        if k is not None and k > Settings().max_passages:
-            raise ValueError(f"--k {k} is above the {Settings().max_passages} passages a turn "
-                             "can store (Settings.max_passages)")
+        most = Settings().limits.max_passages
+        if k is not None and k > most:
+            raise ValueError(f"--k {k} is above the {most} passages a turn can store "
+                             "(Settings.limits.max_passages)")
         if not 1 <= args.min_words <= args.max_words:
             raise ValueError(f"need 1 <= --min-words <= --max-words, got {args.min_words} and "
                              f"{args.max_words}")
@@ -294,8 +295,8 @@ def run_chat(args: argparse.Namespace, stdin: TextIO | None = None,
                               else default_embedder())
         store = _store_url(args.store)
         history = HistoryDatabase(embedder=embedder, store=store,
-                                  settings=Settings(thread_decision=args.thread_decision,
-                                                    max_query_chars=args.max_query_chars))
+                                  settings=Settings(limits=Limits(max_query_chars=args.max_query_chars),
+                                                    threads=Threads(thread_decision=args.thread_decision)))
         earlier = history.size(session_id)  # fails fast on a bad store
         with exit_on_interrupt("dhrag chat"):
             warm_up(embedder, "dhrag chat")

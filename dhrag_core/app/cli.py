@@ -30,7 +30,7 @@ from dhrag_core.embedding import default_embedder
 from dhrag_core.knowledge.embed_cache import status, warm_up
 from dhrag_core.pipeline.engine import DHRAG
 from dhrag_core.records import Selection
-from dhrag_core.settings import Settings
+from dhrag_core.settings import Ablations, Settings, Weighting
 from dhrag_core.store import open_store, redact_dsn
 from dhrag_core.store.base import SessionSummary, session_summaries
 from dhrag_core.transcript import clip, describe_selected
@@ -81,7 +81,8 @@ def run_demo(args: argparse.Namespace) -> int:
             return 2
     kb = load_demo_kb(embedder)
     rag = DHRAG(kb, embedder=embedder, store=store, settings=Settings())
-    raw = DHRAG(kb, embedder=embedder, settings=Settings(use_rewrite=False, history_turns=1))
+    raw = DHRAG(kb, embedder=embedder, settings=Settings(weighting=Weighting(history_turns=1),
+                                                         ablations=Ablations(use_rewrite=False)))
     answerer = ExtractiveAnswerer(embedder)
     session = "demo"
     rag.reset(session)

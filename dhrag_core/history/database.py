@@ -76,8 +76,8 @@ class HistoryDatabase(Closeable):
         summariser: Writes the summary-node texts shown in traces; default: extractive.
         calibration: How vectors are centred before any comparison (``calibration``); default:
             measured from the embedder on the probe texts at first use when
-            ``Settings.calibrate`` is on, else none. Stored vectors are centred: a store is
-            read with the calibration it was written with.
+            ``Settings.ablations.calibrate`` is on, else none. Stored vectors are centred: a
+            store is read with the calibration it was written with.
         thread_policy: Replaces the engine's choice of the thread a query continues
             (``history.policy.ThreadPolicy``); default: the engine's rule.
         chain_policy: Replaces the engine's choice of the chain a new turn joins
@@ -174,7 +174,7 @@ class HistoryDatabase(Closeable):
                 found = self._calibration
                 if found is None:
                     found = self._calibration = (
-                        calibrate(self.embedder) if self.settings.calibrate
+                        calibrate(self.embedder) if self.settings.ablations.calibrate
                         else Calibration.identity(self.embedder.dimension)
                     )
         return found
@@ -186,7 +186,7 @@ class HistoryDatabase(Closeable):
     def encode_query(self, query: str) -> Vector:
         """The embedding of a query (validated like ``add`` validates it), as the embedder
         gives it."""
-        query = fit_query(query, self.settings.max_query_chars)
+        query = fit_query(query, self.settings.limits.max_query_chars)
         out: Vector = encode_checked(self.embedder, [query])[0]
         return out
 
@@ -230,10 +230,11 @@ class HistoryDatabase(Closeable):
         self._check_open()
         check_session_id(session_id)
         response, passages = _turn_of(answer, former, passages, response)
-        query = fit_query(query, self.settings.max_query_chars)
-        response, cleaned = fit_answer(response, self.settings.max_text_chars, "answer")
+        query = fit_query(query, self.settings.limits.max_query_chars)
+        response, cleaned = fit_answer(response, self.settings.limits.max_text_chars, "answer")
         items = check_passages(passages, self.settings)
-        meta = check_metadata("metadata", metadata, max_chars=self.settings.max_metadata_chars)
+        meta = check_metadata("metadata", metadata,
+                              max_chars=self.settings.limits.max_metadata_chars)
         if cleaned:  # stored as it could be, and said so: the answer was given already
             note = "response: " + "; ".join(cleaned)
             log.warning("session %r: %s", session_id, note)
@@ -282,7 +283,7 @@ class HistoryDatabase(Closeable):
         this object). Checked like a query; the turns are left as they are."""
         self._check_open()
         check_session_id(session_id)
-        question = fit_query(question, self.settings.max_query_chars, "question")
+        question = fit_query(question, self.settings.limits.max_query_chars, "question")
         self._questions.hold_question(session_id, question)
 
     def held_question(self, session_id: str) -> str | None:
@@ -358,7 +359,7 @@ class HistoryDatabase(Closeable):
         """``select`` inside each of the ``n`` threads the query most likely continues.
 
         The first list is ``select``'s (inside T*); the others select the same way inside the
-        runner-up threads whose relevance is within ``Settings.hedge_margin`` of T*'s, best
+        runner-up threads whose relevance is within ``Settings.threads.hedge_margin`` of T*'s, best
         first, so a caller can hedge when the thread is uncertain. Their turns carry no
         cluster label or summary text (computing those is not free, and only T*'s are shown).
         Without chains (``use_chains=False``) or history there is one list. ``follow_up``:
@@ -399,7 +400,7 @@ class HistoryDatabase(Closeable):
             return list(ranked)
 
     def thread_decision(self, session_id: str, query: str) -> ThreadDecision | None:
-        """What the fitted thread decision (``Settings.thread_decision``) makes of ``query``
+        """What the fitted thread decision (``Settings.threads.thread_decision``) makes of ``query``
         and what it read (``selection.ThreadDecision``); ``None`` where it does not apply.
         For analyses and the fit of its constants."""
         check_session_id(session_id)

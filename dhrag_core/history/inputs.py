@@ -45,19 +45,20 @@ def check_passages(passages: Any, settings: Settings) -> list[Passage]:
             if isinstance(p, str):
                 p = Passage(text=p)
             else:
-                check_text(f"passages[{i}]", p, max_chars=settings.max_text_chars)
+                check_text(f"passages[{i}]", p, max_chars=settings.limits.max_text_chars)
         elif not isinstance(p.text, str):
             check_text(f"passages[{i}].text", p.text, max_chars=1)
-        clean = clean_passage(p, settings.max_text_chars, settings.max_passage_metadata_chars)
+        clean = clean_passage(p, settings.limits.max_text_chars,
+                              settings.limits.max_passage_metadata_chars)
         if clean is not p:
             log.warning("passages[%d] (%s) cleaned to be stored: %s", i,
                         one_line(clean.id or clean.title or "no id"),
                         one_line(clean.metadata.get(CLEANED_KEY, "")))
         out.append(clean)
-    if len(out) > settings.max_passages:
+    if len(out) > settings.limits.max_passages:
         raise ValueError(
-            f"passages has {len(out)} items; the limit is {settings.max_passages} "
-            "(Settings.max_passages)"
+            f"passages has {len(out)} items; the limit is {settings.limits.max_passages} "
+            "(Settings.limits.max_passages)"
         )
     return out
 
@@ -129,18 +130,18 @@ def encode_turn(
     query_vector: Vector | None, calibration: Calibration | None = None,
 ) -> tuple[Vector, Vector | None, Vector]:
     """Query, response and passage vectors: given ones checked, the rest encoded in one
-    batch (the response's opening words, ``Settings.answer_words``, only when
-    ``Settings.answer_vector`` asks for it or the response did not draw on its passages,
-    ``Settings.answer_share``; otherwise it is derived from the passages it draws on); all
+    batch (the response's opening words, ``Settings.tree.answer_words``, only when
+    ``Settings.tree.answer_vector`` asks for it or the response did not draw on its passages,
+    ``Settings.tree.answer_share``; otherwise it is derived from the passages it draws on); all
     centred by ``calibration`` when given, the derived response from the centred passages."""
     dim = embedder.dimension
     missing = [i for i, p in enumerate(items) if p.vector is None]
     shares = None
-    if response and settings.answer_vector == "passages":
-        shares = answer_shares(response, items, settings.answer_share)
+    if response and settings.tree.answer_vector == "passages":
+        shares = answer_shares(response, items, settings.tree.answer_share)
     encode_response = bool(response) and shares is None
     texts = [query] if query_vector is None else []
-    texts += [opening_words(response, settings.answer_words)] if encode_response else []
+    texts += [opening_words(response, settings.tree.answer_words)] if encode_response else []
     texts += [items[i].text for i in missing]
     enc = encode_checked(embedder, texts) if texts else np.zeros((0, dim), np.float32)
     pos = 0

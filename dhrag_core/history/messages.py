@@ -40,10 +40,11 @@ def record_messages(
             raise TypeError(f"messages[{i}] must be a (role, text) pair, got {item!r:.80}")
         role, text = item
         if role == "user":
-            fit_query(text, cfg.max_query_chars, f"question of turn {len(turns)}", warn=False)
+            fit_query(text, cfg.limits.max_query_chars, f"question of turn {len(turns)}",
+                      warn=False)
             question, from_held = text, False
         elif role == "assistant":
-            fit_answer(text, cfg.max_text_chars, f"answer of turn {len(turns)}")
+            fit_answer(text, cfg.limits.max_text_chars, f"answer of turn {len(turns)}")
             if question is not None:
                 answers_held = answers_held or from_held
                 turns.append((question, text))

@@ -203,7 +203,7 @@ class Selector:
         ``query``: its text, for a thread policy."""
         if not s.turns:
             return [[]]
-        if not self.settings.use_chains:
+        if not self.settings.ablations.use_chains:
             return [self._select_flat(s, qv, clock)]
         if not s.tree.has_chains:
             return [[]]
@@ -215,7 +215,7 @@ class Selector:
         if decided is not None and self.thread_policy is None:
             anchor = decided.anchor
             new_topic = decided.shift.thread is None
-        kept = hedged_threads(threads, n, self.settings.hedge_margin)
+        kept = hedged_threads(threads, n, self.settings.threads.hedge_margin)
         out = [self._select_in_thread(s, qv, t, matches, clock, describe=i == 0,
                                       anchor=anchor if i == 0 else None, follow_up=follow_up)
                for i, t in enumerate(kept)]
@@ -232,7 +232,7 @@ class Selector:
         thread decided for its query; by scores (``thread_link``): the T* that selection
         chose, when the query matched it well enough."""
         cfg = self.settings
-        if not cfg.use_chains or not s.tree.has_chains:
+        if not cfg.ablations.use_chains or not s.tree.has_chains:
             return None, False
         if follow_up is None:
             follow_up = asks_follow_up(query)
@@ -244,14 +244,14 @@ class Selector:
                                              query=query)[0][0]
             # a question that stays but hardly matches its thread links by its topic vector:
             # an abrupt switch the decision missed still starts a thread of its own
-            weak = (cfg.thread_link is not None and relevance < cfg.thread_link
+            weak = (cfg.threads.thread_link is not None and relevance < cfg.threads.thread_link
                     and not follow_up)  # a follow-up's own words name no topic to link by
             return (None if decided.shift.stay and weak else thread), False
-        if cfg.thread_link is None:
+        if cfg.threads.thread_link is None:
             return None, False
         thread, relevance = self.threads(s, qv, follow_up=follow_up,
                                          limit=self._limit(1), query=query)[0][0]
-        return (thread if relevance >= cfg.thread_link else None), False
+        return (thread if relevance >= cfg.threads.thread_link else None), False
 
     def shift(self, s: SessionState, qv: Vector, query: str,
               follow_up: bool) -> ThreadDecision | None:
@@ -259,7 +259,8 @@ class Selector:
         answered turns of the session; ``None`` when it does not apply (``thread_decision``
         is ``"scores"``, no chains, or no answered turn)."""
         cfg = self.settings
-        if cfg.thread_decision != "fitted" or not cfg.use_chains or not s.tree.has_chains:
+        if (cfg.threads.thread_decision != "fitted" or not cfg.ablations.use_chains
+                or not s.tree.has_chains):
             return None
         key = qv.tobytes() + (b"f" if follow_up else b"") + b"\0" + query.encode(
             "utf-8", "replace")
@@ -281,15 +282,16 @@ class Selector:
             threads = np.array([s.tree.chain_of(i) or 0 for i in ids], dtype=np.int64)
             latest = len(answered) - 1
             back = back_reference(query)
+            cues = cfg.ablations.use_cues
             features = shift_features(
-                turn_words(query, ""), follow_up and cfg.use_cues, back and cfg.use_cues,
+                turn_words(query, ""), follow_up and cues, back and cues,
                 q_sims, a_sims, [turn_words(t.query, t.response) for t in answered], threads,
                 latest, s.next_index - 1 - answered[-1].index)
-            named = cfg.use_cues and not back and (
+            named = cfg.ablations.use_cues and not back and (
                 cue_topic(query)[0] is not None or _names_new(query, answered)
                 or _refers_elsewhere(query, answered, threads, latest))
             shift = decide(features, q_sims, a_sims, threads, latest, names_subject=named,
-                           held=cfg.use_cues and follow_up and not back
+                           held=cfg.ablations.use_cues and follow_up and not back
                            and not _names_elsewhere(query, answered, threads, latest))
             found = ThreadDecision(shift, None if shift.anchor is None else ids[shift.anchor],
                                    ids, features, q_sims, a_sims, threads)
@@ -299,7 +301,7 @@ class Selector:
     def _limit(self, n: int) -> int:
         """How many threads selection ranks: the same for ``select`` and the ``add`` after
         it (which reuses the ranking), at least the ``n`` searched."""
-        return max(n, self.settings.thread_variants, _THREADS_RANKED)
+        return max(n, self.settings.threads.thread_variants, _THREADS_RANKED)
 
     def threads(self, s: SessionState, qv: Vector, *, follow_up: bool = False,
                 limit: int | None = None, query: str = "") -> Threads:
@@ -322,24 +324,25 @@ class Selector:
             return memo[2]
         cfg = self.settings
         tree = s.tree
-        matches = tree.match(qv, hierarchical=cfg.use_hierarchy, clusters=cfg.use_clustering)
+        matches = tree.match(qv, hierarchical=cfg.ablations.use_hierarchy,
+                             clusters=cfg.ablations.use_clustering)
         matched: dict[int, float] = {}
         for m in matches:
             cid = tree.chain_of(m.turn_id)
             if cid is not None:
                 matched[cid] = max(matched.get(cid, -1.0), m.similarity)
         slots, rel, last = tree.rank_chains(qv, matched)
-        bonus = cfg.thread_recency if cfg.use_recency else 0.0
-        score = scoring.thread_score(rel, s.next_index - last, bonus, cfg.thread_half_life)
+        bonus = cfg.threads.thread_recency if cfg.ablations.use_recency else 0.0
+        score = scoring.thread_score(rel, s.next_index - last, bonus, cfg.threads.thread_half_life)
         # a policy may put any thread first: it sees them all
         order = scoring.top_order(score, None if self.thread_policy is not None else limit)
         current = tree.chain_of(s.latest) if s.latest is not None else None
         best = order[0]
         if current is not None:
             stay = int(np.searchsorted(slots, tree.chain_slot(current)))
-            weak = cfg.thread_switch is not None and rel[best] < cfg.thread_switch
-            held = (follow_up and cfg.use_cues
-                    and rel[best] - rel[stay] < cfg.follow_up_margin)
+            weak = cfg.threads.thread_switch is not None and rel[best] < cfg.threads.thread_switch
+            held = (follow_up and cfg.ablations.use_cues
+                    and rel[best] - rel[stay] < cfg.threads.follow_up_margin)
             if stay != best and (weak or held):
                 order = [stay, *(i for i in order if i != stay)][: len(order)]
         ranked = [(tree.chain_at(int(slots[i])), float(rel[i])) for i in order]
@@ -373,8 +376,8 @@ class Selector:
                   clock: Clock) -> list[SelectedTurn]:
         """The selection inside a given thread, as if the query continued it (no labels or
         summaries): what T*'s would be were ``thread`` chosen."""
-        matches = s.tree.match(qv, hierarchical=self.settings.use_hierarchy,
-                               clusters=self.settings.use_clustering)
+        matches = s.tree.match(qv, hierarchical=self.settings.ablations.use_hierarchy,
+                               clusters=self.settings.ablations.use_clustering)
         return self._select_in_thread(s, qv, thread, matches, clock, describe=False)
 
     def _select_in_thread(
@@ -393,7 +396,7 @@ class Selector:
         topic (else ``on_topic`` is False): a thread drifts, and a turn of its older topic is
         stale there whatever its recency."""
         members = s.tree.chain_latest(thread, _CHAIN_WINDOW)
-        if self.settings.thread_decision == "fitted":
+        if self.settings.threads.thread_decision == "fitted":
             members = [m for m in members if not is_unanswered(s.turns[m].response)] \
                 or members
         via: dict[str, list[str]] = {m: ["chain"] for m in members}
@@ -418,8 +421,8 @@ class Selector:
         """Selection without threads (``use_chains=False``): matched turns and the latest turn
         of the session, recency counted in turns of the session."""
         via: dict[str, list[str]] = {}
-        for m in s.tree.match(qv, hierarchical=self.settings.use_hierarchy,
-                              clusters=self.settings.use_clustering):
+        for m in s.tree.match(qv, hierarchical=self.settings.ablations.use_hierarchy,
+                              clusters=self.settings.ablations.use_clustering):
             via.setdefault(m.turn_id, []).append("hierarchy")
         if s.latest is not None:
             via.setdefault(s.latest, []).append("recent")
@@ -434,26 +437,26 @@ class Selector:
         relevance; with ``describe``, each with its cluster's label and its summary node's
         text."""
         cfg = self.settings
-        alpha = cfg.alpha if cfg.use_recency else 1.0
+        alpha = cfg.weighting.alpha if cfg.ablations.use_recency else 1.0
         ids = list(via)
         turns = [s.turns[i] for i in ids]
         raw = scoring.relevance(self._relevance_sims(s, ids, qv))
-        rel = raw if cfg.relevance_contrast is None else scoring.contrast(
-            raw, cfg.relevance_contrast)
+        rel = raw if cfg.weighting.relevance_contrast is None else scoring.contrast(
+            raw, cfg.weighting.relevance_contrast)
         now = float(clock())
-        rec = scoring.recency(ages, cfg.half_life_turns, [now - t.timestamp for t in turns],
-                              cfg.half_life_seconds)
+        rec = scoring.recency(ages, cfg.weighting.half_life_turns,
+                              [now - t.timestamp for t in turns], cfg.weighting.half_life_seconds)
         weight = scoring.combined_weight(rel, rec, alpha)
         order = [int(i) for i in np.lexsort((-np.array([t.index for t in turns]), -weight))]
         if first is not None:
             at = ids.index(first)
             order = [at, *(i for i in order if i != at)]
-        chosen = order[: cfg.history_turns]
-        if root is not None and cfg.root_weight > 0:
+        chosen = order[: cfg.weighting.history_turns]
+        if root is not None and cfg.weighting.root_weight > 0:
             r = ids.index(root)
             if r not in chosen and raw[r] > 0:
                 rel[r] = raw[r]
-                weight[r] = cfg.root_weight * raw[r]
+                weight[r] = cfg.weighting.root_weight * raw[r]
                 via[root].append("root")
                 chosen.append(r)
         labels = cluster_labels(s, {turns[i].cluster_id for i in chosen}) if describe else {}
@@ -469,9 +472,10 @@ class Selector:
         ]
 
     def _relevance_sims(self, s: SessionState, ids: list[str], qv: Vector) -> np.ndarray:
-        """Similarities the candidates' relevance is taken from (``Settings.relevance``): of
-        their queries, of their topic vectors, or the larger of the two."""
-        mode = self.settings.relevance
+        """Similarities the candidates' relevance is taken from
+        (``Settings.weighting.relevance``): of their queries, of their topic vectors, or the
+        larger of the two."""
+        mode = self.settings.weighting.relevance
         q_sims = s.queries.rows(ids) @ qv
         if mode == "query":
             return q_sims

@@ -23,7 +23,8 @@ log = logging.getLogger(__name__)
 
 
 class SessionCache:
-    """At most ``Settings.max_sessions_in_memory`` sessions' state, least recently used first.
+    """At most ``Settings.limits.max_sessions_in_memory`` sessions' state, least recently used
+    first.
 
     A session with no stored turn is not kept, so reading unknown session ids allocates
     nothing lasting.
@@ -57,7 +58,7 @@ class SessionCache:
             if session_id in self.sessions:
                 return
             self.sessions[session_id] = s
-            while len(self.sessions) > self.settings.max_sessions_in_memory:
+            while len(self.sessions) > self.settings.limits.max_sessions_in_memory:
                 self.sessions.popitem(last=False)
 
     def forget(self, session_id: str) -> None:

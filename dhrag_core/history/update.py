@@ -8,7 +8,7 @@ weights beyond ``capacity`` -- from the store and the indexes, in one store tran
 ``rank_by_weight`` (behind ``HistoryDatabase.search``) ranks by this same weight over every
 stored turn, so what search ranks last is what the next update evicts first. DH-RAG selection
 (``selection.py``) weighs by the same formula but only its candidates, with recency counted in
-turns of the query's thread and relevance taken as ``Settings.relevance`` says.
+turns of the query's thread and relevance taken as ``Settings.weighting.relevance`` says.
 """
 
 from __future__ import annotations
@@ -61,10 +61,10 @@ def weights(
     ages counted in turns of the session (up to ``index``) and seconds (up to ``now``)."""
     rel = scoring.relevance(sims)
     rec = scoring.recency(
-        index - s.slot_index[slots], settings.half_life_turns,
-        now - s.slot_time[slots], settings.half_life_seconds,
+        index - s.slot_index[slots], settings.weighting.half_life_turns,
+        now - s.slot_time[slots], settings.weighting.half_life_seconds,
     )
-    return rel, rec, scoring.combined_weight(rel, rec, settings.alpha)
+    return rel, rec, scoring.combined_weight(rel, rec, settings.weighting.alpha)
 
 
 def rank_by_weight(
@@ -138,7 +138,7 @@ class UpdateRule:
             )
         size = len(s.turns) + (0 if dup is not None else 1)
         evicted = self._eviction(
-            s, slots, sims, index, now, size - self.settings.capacity, turn.turn_id
+            s, slots, sims, index, now, size - self.settings.limits.capacity, turn.turn_id
         )
         try:
             for tid in [*evicted, *([dup.turn_id] if dup is not None else [])]:
@@ -197,7 +197,7 @@ class UpdateRule:
         ``MockEmbedding`` gives every text one), this one does not: every vector comparison
         then gives way to a comparison of words (``_same_words``), so distinct turns are kept.
         """
-        threshold = self.settings.merge_threshold
+        threshold = self.settings.weighting.merge_threshold
         close = np.flatnonzero(sims >= threshold)
         if close.size == 0:
             return None
@@ -226,7 +226,7 @@ class UpdateRule:
         qv, rv, pv = vectors
         seen = {p.key for p in items}
         keep = [i for i, p in enumerate(old.passages) if p.key not in seen]
-        room = max(self.settings.max_passages - len(items), 0)
+        room = max(self.settings.limits.max_passages - len(items), 0)
         keep = keep[:room]
         passages = tuple(items) + tuple(old.passages[i] for i in keep)
         merged_vectors = (np.concatenate([pv, old.passage_vectors[keep]])
@@ -264,7 +264,7 @@ class UpdateRule:
         weighing only the turns whose relevance leaves them a chance: a weight is at least
         ``alpha * relevance``, so the least similar turn's weight bounds which similarities
         can still be lowest. None when that bound prunes nothing."""
-        alpha = self.settings.alpha
+        alpha = self.settings.weighting.alpha
         if sims.size < _PRUNE_FROM or alpha < 1e-6:
             return None
         j = int(np.argmin(sims))

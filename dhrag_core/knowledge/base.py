@@ -19,7 +19,7 @@ __all__ = ["FaissKnowledgeBase", "KnowledgeBase", "query_rows"]
 
 log = logging.getLogger(__name__)
 
-MAX_PASSAGE_CHARS = Settings().max_text_chars
+MAX_PASSAGE_CHARS = Settings().limits.max_text_chars
 """Passages are cut to this at ingestion (the history's default limit)."""
 
 

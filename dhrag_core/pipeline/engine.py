@@ -69,8 +69,8 @@ class DHRAG(Closeable):
         integration_matrix: ``W`` of eq. 6 (``dimension x dimension``); default identity.
         history: An existing ``HistoryDatabase`` (then ``embedder``/``store``/``settings``
             come from it).
-        vector_cache_size, max_pending, max_pending_bytes: Override the ``Settings`` of
-            those names (validated as they are).
+        vector_cache_size, max_pending, max_pending_bytes: Deprecated (they go in the next
+            release): ``settings=Settings(limits=Limits(max_pending=...))``.
         calibration: How vectors are centred before any comparison; default: measured from
             the embedder (``HistoryDatabase``).
         thread_policy, chain_policy: Replace the engine's thread choice or chain linking
@@ -137,7 +137,12 @@ class DHRAG(Closeable):
         limits = {k: v for k, v in (("vector_cache_size", vector_cache_size),
                                     ("max_pending", max_pending),
                                     ("max_pending_bytes", max_pending_bytes)) if v is not None}
-        own = self.settings.with_(**limits) if limits else self.settings
+        if limits:
+            shown = ", ".join(f"{k}=..." for k in limits)
+            warnings.warn(f"DHRAG({shown}) is deprecated and goes in the next release: pass "
+                          f"settings=Settings(limits=Limits({shown}))", DeprecationWarning,
+                          stacklevel=2)
+        own = replace(self.settings.limits, **limits)
         self.vector_cache_size = own.vector_cache_size
         self._kb = KnowledgeSearch(knowledge, self.history.embedder, self.settings,
                                    own.vector_cache_size)
@@ -169,7 +174,7 @@ class DHRAG(Closeable):
                 thread_variants: int | None = None) -> Selection:
         """``select`` without keeping the selection pending: what the query would get.
 
-        ``thread_variants`` overrides ``Settings.thread_variants`` for this query (1: T*'s
+        ``thread_variants`` overrides ``Settings.threads.thread_variants`` for this query (1: T*'s
         query alone), e.g. to compare hedging with T* alone on the same turn.
         """
         return self._select(session_id, query, k, thread_variants)[0]
@@ -179,8 +184,8 @@ class DHRAG(Closeable):
         self._check_open()
         check_session_id(session_id)
         cfg = self.settings
-        query = fit_query(query, cfg.max_query_chars)
-        k = cfg.context_k if k is None else check_k(k)
+        query = fit_query(query, cfg.limits.max_query_chars)
+        k = cfg.retrieval.context_k if k is None else check_k(k)
         if thread_variants is not None:
             check_k(thread_variants, "thread_variants")
         timer = StageTimer()
@@ -217,8 +222,8 @@ class DHRAG(Closeable):
         """
         self._check_open()
         check_session_id(session_id)
-        query = fit_query(query, self.settings.max_query_chars)
-        k = self.settings.context_k if k is None else check_k(k)
+        query = fit_query(query, self.settings.limits.max_query_chars)
+        k = self.settings.retrieval.context_k if k is None else check_k(k)
         timer = StageTimer()
         qv, choice = await asyncio.to_thread(self._match, session_id, query, timer)
         history = choice.threads[0]
@@ -244,13 +249,12 @@ class DHRAG(Closeable):
         with timer("encode_s"):
             qv = self.history.encode_query(query)  # validates the query first
         with timer("history_s"):
-            choice = self.history.choose(
-                session_id, query, (variants or cfg.thread_variants) if cfg.use_rewrite else 1,
-                query_vector=qv)
+            n = (variants or cfg.threads.thread_variants) if cfg.ablations.use_rewrite else 1
+            choice = self.history.choose(session_id, query, n, query_vector=qv)
         return qv, choice
 
     async def _arewrite(self, query: str, history: Sequence[SelectedTurn]) -> Rewrite:
-        if not self.settings.use_rewrite or not history:
+        if not self.settings.ablations.use_rewrite or not history:
             return Rewrite(query)
         arewrite = getattr(self.rewriter, "arewrite", None)
         if inspect.iscoroutinefunction(arewrite):
@@ -259,7 +263,7 @@ class DHRAG(Closeable):
         return await asyncio.to_thread(self.rewriter.rewrite, query, history)
 
     def _rewrite(self, query: str, history: Sequence[SelectedTurn]) -> Rewrite:
-        if not self.settings.use_rewrite or not history:
+        if not self.settings.ablations.use_rewrite or not history:
             return Rewrite(query)
         return self.rewriter.rewrite(query, history)
 
@@ -269,7 +273,7 @@ class DHRAG(Closeable):
         question's embedding with ``rewrite_vector``, else on the question's."""
         cfg = self.settings
         rewritten = None
-        if cfg.use_rewrite and cfg.rewrite_vector and rewrite.text != query:
+        if cfg.ablations.use_rewrite and cfg.experiments.rewrite_vector and rewrite.text != query:
             rewritten = self.history.encode_query(rewrite.text)
         return search_vectors(qv, choice, cfg, self.history.calibration, rewritten=rewritten)
 
@@ -280,7 +284,7 @@ class DHRAG(Closeable):
         with timer("encode_s"):
             kb, vectors = self._kb.with_vectors(kb)
         with timer("integrate_s"):
-            threshold = self.settings.clarity_threshold
+            threshold = self.settings.retrieval.clarity_threshold
             clarity = self._clarity(qv, vectors)
             gated = clarity is not None and threshold is not None and clarity >= threshold
             if gated:
@@ -299,7 +303,7 @@ class DHRAG(Closeable):
         gate is on: no further search; a clear query's own best passages are near its
         expansion's."""
         cfg = self.settings
-        if cfg.clarity_threshold is None or not cfg.use_rewrite or not vectors:
+        if cfg.retrieval.clarity_threshold is None or not cfg.ablations.use_rewrite or not vectors:
             return None
         best = float((np.stack(vectors).astype(np.float32, copy=False) @ qv).max())
         return float(self.history.calibration.similarity(best))
@@ -317,7 +321,7 @@ class DHRAG(Closeable):
         # the int8 rounding of the stored copy never decides between the two
         exact = {p.key: v for p, v in zip(kb, vectors, strict=True)}
         calibration = self.history.calibration
-        for s in history if cfg.use_integration else ():
+        for s in history if cfg.ablations.use_integration else ():
             stored = s.turn.passage_vectors
             for i, p in enumerate(s.turn.passages):
                 vector = exact.get(p.key)
@@ -325,14 +329,15 @@ class DHRAG(Closeable):
                     vector = calibration.invert(stored[i])
                 candidates.append(Candidate(replace(p, vector=vector), vector, "history", s))
         lexical = None
-        if cfg.lexical_weight and candidates:
+        if cfg.integration.lexical_weight and candidates:
             texts = [c.passage.text for c in candidates]
-            lexical = cfg.lexical_weight * word_overlap(words, texts, cfg.lexical_length_norm)
+            lexical = cfg.integration.lexical_weight * word_overlap(
+                words, texts, cfg.experiments.lexical_length_norm)
         return integrate(
             search, candidates, k, matrix=self.integration_matrix,
-            temperature=cfg.temperature, history_bonus=cfg.history_bonus,
-            answer_bonus=cfg.answer_bonus,
-            weighted=cfg.use_integration, lexical=lexical,
+            temperature=cfg.experiments.temperature, history_bonus=cfg.experiments.history_bonus,
+            answer_bonus=cfg.experiments.answer_bonus,
+            weighted=cfg.ablations.use_integration, lexical=lexical,
             unrelated=calibration.unrelated,
         )
 
@@ -355,16 +360,16 @@ class DHRAG(Closeable):
         The passages are ``passages`` when given, else the context of ``selection``, else
         that of the session's pending selection (the latest ``select``) if it was made for
         ``query`` (it is then no longer pending), else none; a context longer than
-        ``Settings.max_passages`` (``select`` with a larger ``k``) keeps its best ones.
+        ``Settings.limits.max_passages`` (``select`` with a larger ``k``) keeps its best ones.
         ``response=``: the former name of ``answer``, until the next release (it warns).
         """
         self._check_open()
         check_session_id(session_id)
         answer = _answer_of(answer, response)
         asked = query
-        query = fit_query(query, self.settings.max_query_chars, warn=False)
+        query = fit_query(query, self.settings.limits.max_query_chars, warn=False)
         if query != asked and selection is None and (session_id, query) not in self._pending:
-            fit_query(asked, self.settings.max_query_chars)  # warned at select otherwise
+            fit_query(asked, self.settings.limits.max_query_chars)  # warned at select otherwise
         if selection is not None and selection.session_id != session_id:
             raise ValueError(
                 f"selection belongs to session {selection.session_id!r}, not {session_id!r}"
@@ -382,7 +387,7 @@ class DHRAG(Closeable):
         # a selection made with a k above max_passages stores its best max_passages
         shown: Sequence[Passage | str] = (
             passages if passages is not None
-            else (selection.passages[: self.settings.max_passages] if selection is not None
+            else (selection.passages[: self.settings.limits.max_passages] if selection is not None
                   else [])
         )
         qv = selection.query_vector if selection is not None else None
@@ -423,8 +428,8 @@ class DHRAG(Closeable):
         check_session_id(session_id)
         cfg = self.settings
         for i, (query, answer) in enumerate(turns):
-            fit_query(query, cfg.max_query_chars, f"question of turn {i}", warn=False)
-            fit_answer(answer, cfg.max_text_chars, f"answer of turn {i}")
+            fit_query(query, cfg.limits.max_query_chars, f"question of turn {i}", warn=False)
+            fit_answer(answer, cfg.limits.max_text_chars, f"answer of turn {i}")
         if replace_history:
             self.reset(session_id)
         for query, answer in turns:

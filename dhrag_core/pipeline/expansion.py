@@ -22,9 +22,9 @@ def expansion_weight(choice: ThreadChoice, settings: Settings) -> float:
     """The history's weight in the expanded question: ``follow_up_expansion`` for a follow-up
     that names nothing and stays in the latest turn's thread (only the history says what it
     is about), else ``expansion``."""
-    stays = choice.follow_up and settings.use_cues and bool(choice.threads[0]) \
+    stays = choice.follow_up and settings.ablations.use_cues and bool(choice.threads[0]) \
         and choice.in_latest_thread
-    return settings.follow_up_expansion if stays else settings.expansion
+    return settings.retrieval.follow_up_expansion if stays else settings.retrieval.expansion
 
 
 def expanded(centred: Vector, turns: tuple[SelectedTurn, ...] | list[SelectedTurn],
@@ -33,9 +33,11 @@ def expanded(centred: Vector, turns: tuple[SelectedTurn, ...] | list[SelectedTur
     by their weights (``rewriting.expand_vector``), still in the calibrated space."""
 
     def topic(t: Turn) -> Vector:
-        return topic_vector(t, settings.topic_answer_weight, settings.topic_passage_weight)
+        return topic_vector(t, settings.tree.topic_answer_weight,
+                            settings.tree.topic_passage_weight)
 
-    return expand_vector(centred, turns, strength, topic, settings.expansion_weights == "share")
+    return expand_vector(centred, turns, strength, topic,
+                         settings.retrieval.expansion_weights == "share")
 
 
 def search_vectors(query_vector: Vector, choice: ThreadChoice, settings: Settings,
@@ -52,7 +54,7 @@ def search_vectors(query_vector: Vector, choice: ThreadChoice, settings: Setting
     guess, the right thread or the question alone still ranks its passages. Without
     ``use_rewrite``: the question alone.
     """
-    if not settings.use_rewrite:
+    if not settings.ablations.use_rewrite:
         return query_vector[None, :]
     strength = expansion_weight(choice, settings) if expansion is None else expansion
     centred = calibration.apply(query_vector)
@@ -60,7 +62,8 @@ def search_vectors(query_vector: Vector, choice: ThreadChoice, settings: Setting
     threads = choice.threads
     rows = [expanded(base, threads[0], strength, settings)]
     if threads[0]:
-        rows += [expanded(centred, h, settings.expansion, settings) for h in threads[1:] if h]
-        if settings.search_raw_query:
+        rows += [expanded(centred, h, settings.retrieval.expansion, settings)
+                 for h in threads[1:] if h]
+        if settings.experiments.search_raw_query:
             rows.append(centred)
     return calibration.invert(np.stack(rows)).astype(np.float32, copy=False)

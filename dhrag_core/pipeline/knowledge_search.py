@@ -42,8 +42,9 @@ class KnowledgeSearch:
         cfg = self.settings
         search_vectors = getattr(self.knowledge, "search_vectors", None)
         if callable(search_vectors):
-            return _union(_check_rows(search_vectors(vectors, cfg.kb_k), len(vectors)))
-        return check_found(self.knowledge.search(text, cfg.text_k or cfg.kb_k), "search(query, k)")
+            return _union(_check_rows(search_vectors(vectors, cfg.retrieval.kb_k), len(vectors)))
+        k = cfg.retrieval.text_k or cfg.retrieval.kb_k
+        return check_found(self.knowledge.search(text, k), "search(query, k)")
 
     async def asearch(self, text: str, vectors: Vector) -> list[Passage]:
         """``search`` awaiting the knowledge base's async members where it has them."""
@@ -51,12 +52,13 @@ class KnowledgeSearch:
         if callable(getattr(kb, "search_vectors", None)):
             asearch_vectors = getattr(kb, "asearch_vectors", None)
             if inspect.iscoroutinefunction(asearch_vectors):
-                found = await asearch_vectors(vectors, cfg.kb_k)
+                found = await asearch_vectors(vectors, cfg.retrieval.kb_k)
                 return _union(_check_rows(found, len(vectors), "asearch_vectors(vectors, k)"))
             return await asyncio.to_thread(self.search, text, vectors)
         asearch = getattr(kb, "asearch", None)
         if inspect.iscoroutinefunction(asearch):
-            return check_found(await asearch(text, cfg.text_k or cfg.kb_k), "asearch(query, k)")
+            k = cfg.retrieval.text_k or cfg.retrieval.kb_k
+            return check_found(await asearch(text, k), "asearch(query, k)")
         return await asyncio.to_thread(self.search, text, vectors)
 
     def with_vectors(self, passages: Sequence[Passage]) -> tuple[list[Passage], list[Vector]]:

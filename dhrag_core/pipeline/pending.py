@@ -15,10 +15,10 @@ from dhrag_core.records import Selection
 __all__ = ["PER_SESSION", "PendingSelections", "selection_bytes"]
 
 PER_SESSION = 16
-"""Pending selections kept per session slot of ``Settings.max_pending``, on average: all
+"""Pending selections kept per session slot of ``Settings.limits.max_pending``, on average: all
 sessions together keep at most ``max_pending * PER_SESSION`` (65,536 by default), and any one
 session may use them all (a batch of many questions of one session).
-``Settings.max_pending_bytes`` bounds the memory they hold as well (``selection_bytes``)."""
+``Settings.limits.max_pending_bytes`` bounds the memory they hold as well (``selection_bytes``)."""
 
 _OBJECT_BYTES = 200
 """What ``selection_bytes`` counts for one record object (a passage, a context item, a
@@ -32,7 +32,7 @@ Kept = tuple[Selection, ThreadChoice | None]
 def selection_bytes(selection: Selection) -> int:
     """Estimated bytes a kept selection holds: its texts, its arrays (the query's, the search
     rows', each passage's vector) and ``_OBJECT_BYTES`` per record; what bounds the pending
-    selections (``Settings.max_pending_bytes``). Arrays shared with a knowledge base count
+    selections (``Settings.limits.max_pending_bytes``). Arrays shared with a knowledge base count
     as the selection's own: an estimate from above."""
     size = _OBJECT_BYTES + sys.getsizeof(selection.query) + sys.getsizeof(
         selection.rewritten_query)
@@ -148,8 +148,8 @@ class PendingSelections:
                 "the selection made for this question of session %r was dropped before its "
                 "turn was recorded: more than max_pending=%d sessions, %d selections or "
                 "max_pending_bytes=%d bytes of them were pending at once; its turn is stored "
-                "without passages (raise Settings.max_pending or max_pending_bytes, or record "
-                "turns before selecting more)",
+                "without passages (raise Settings.limits.max_pending or max_pending_bytes, or "
+                "record turns before selecting more)",
                 session_id, self.max_sessions, self.budget, self.max_bytes)
         return None
 

@@ -19,6 +19,7 @@ from benchmarks.harness.data import (
 )
 from benchmarks.harness.interleave import interleave_benchmark
 from dhrag_core import Settings
+from dhrag_core.settings import with_changes
 
 
 def test_choice_ceiling_logit_learns_the_signal_that_names_the_thread() -> None:
@@ -43,7 +44,7 @@ def test_thread_judge_is_asked_only_where_the_engine_hedges_and_abstains_without
     from benchmarks.analyses.thread_judge import judged
     from dhrag_core import Settings
 
-    cfg = Settings().with_(hedge_margin=0.2, thread_variants=3)
+    cfg = with_changes(Settings(), {"hedge_margin": 0.2, "thread_variants": 3})
     found = [(7, 0.6), (3, 0.5), (9, 0.45), (4, 0.1)]
     assert judged([(7, 0.6), (3, 0.3)], {3}, cfg, 1.0, 5, 0.0) is None  # a clear choice
     # hedged as the engine hedges: any runner-up in reach, not only the second
@@ -125,7 +126,7 @@ def test_judgments_file_is_checked_line_by_line(tmp_path: Path) -> None:
 def test_a_judged_turn_makes_its_chain_t_star_only_where_the_engine_hedges() -> None:
     from benchmarks.analyses.thread_judge import judged_by_turn
 
-    cfg = Settings().with_(hedge_margin=0.2, thread_variants=3)
+    cfg = with_changes(Settings(), {"hedge_margin": 0.2, "thread_variants": 3})
     found = [(7, 0.6), (3, 0.5), (9, 0.45), (4, 0.1)]
     assert judged_by_turn([(7, 0.6), (3, 0.3)], 3, cfg) is None  # a clear choice
     assert judged_by_turn(found, None, cfg) is None  # a new topic: the engine hedges

@@ -23,6 +23,7 @@ from langchain_core.vectorstores import InMemoryVectorStore
 from pydantic import Field
 
 from dhrag_core import DHRAG, HashingEmbedder, Passage, Settings
+from dhrag_core.settings import with_changes
 from langchain_dhrag import RetrieverKnowledgeBase
 
 WALL_Q = "What is the Great Wall of China built out of?"
@@ -70,7 +71,7 @@ def hash_engine(store: InMemoryVectorStore | None = None, *, history: str | None
     meaning for the fitted one, which test_langchain_topic_switch checks with MiniLM)."""
     settings.setdefault("thread_decision", "scores")
     return DHRAG(RetrieverKnowledgeBase(store or demo_store()), embedder=HashingEmbedder(),
-                 store=history, settings=Settings(**settings))
+                 store=history, settings=with_changes(Settings(), settings))
 
 
 def demo_passages() -> list[Passage]:

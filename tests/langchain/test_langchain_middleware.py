@@ -118,7 +118,8 @@ def test_a_message_over_the_query_limit_is_cut_with_a_warning_and_the_run_surviv
         ask(agent, pasted, cfg("long"))
     assert sum("cut from" in str(w.message) for w in said) == 1  # once per message
     (turn,) = engine.history.turns("long")
-    assert turn.query.startswith(WALL_Q) and len(turn.query) <= engine.settings.max_query_chars
+    assert turn.query.startswith(WALL_Q)
+    assert len(turn.query) <= engine.settings.limits.max_query_chars
     assert turn.response == WALL_A and turn.passages  # the run recorded, with its passages
 
 

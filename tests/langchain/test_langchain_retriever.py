@@ -28,7 +28,7 @@ from lc_support import (
 )
 from pydantic import ValidationError
 
-from dhrag_core import DHRAG, FaissKnowledgeBase, HashingEmbedder, Passage, Settings
+from dhrag_core import DHRAG, FaissKnowledgeBase, HashingEmbedder, Passage, Retrieval, Settings
 from langchain_dhrag import DHRAGEmbeddings, DHRAGRetriever, format_documents
 
 
@@ -244,8 +244,8 @@ def test_from_knowledge_over_a_vector_store_retriever_reuses_its_vectors() -> No
     embeddings = DHRAGEmbeddings(HashingEmbedder())
     store = demo_store(embeddings)
     search = store.as_retriever(search_kwargs={"k": 2})
-    retriever = DHRAGRetriever.from_knowledge(search, settings=Settings(kb_k=6), k=5,
-                                              session_id="default")
+    retriever = DHRAGRetriever.from_knowledge(
+        search, settings=Settings(retrieval=Retrieval(kb_k=6)), k=5, session_id="default")
 
     assert retriever.engine.history.embedder is embeddings.embedder  # shared, not MiniLM
     docs = retriever.invoke(WALL_Q)
@@ -258,7 +258,8 @@ def test_from_knowledge_over_a_vector_store_retriever_reuses_its_vectors() -> No
 def test_from_knowledge_over_a_retriever_without_k() -> None:
     docs = [Document(f"Passage number {i} about walls.", id=str(i)) for i in range(30)]
     retriever = DHRAGRetriever.from_knowledge(
-        ListRetriever(docs=docs), embedder=HashEmbeddings(), settings=Settings(kb_k=5), k=10,
+        ListRetriever(docs=docs), embedder=HashEmbeddings(),
+        settings=Settings(retrieval=Retrieval(kb_k=5)), k=10,
         session_id="default",
     )
     got = retriever.invoke("walls")

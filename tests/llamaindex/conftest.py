@@ -34,7 +34,7 @@ from llama_index.core.memory import Memory
 from llama_index.core.schema import TextNode
 from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
 
-from dhrag_core import DHRAGSettings, HashingEmbedder
+from dhrag_core import DHRAGSettings, Experiments, HashingEmbedder, Retrieval, Threads
 from llamaindex_dhrag import DHRAGChatEngine, DHRAGEmbedding
 
 #: A small knowledge base: two Great Wall facts, distractors that share the word "long".
@@ -232,8 +232,9 @@ def make_engine(
         # (real MiniLM: tests/test_engine.py)
         # the thread-score decision: hashing vectors carry no meaning for the fitted one
         # (tests/llamaindex/test_topic_switch.py checks it with MiniLM)
-        kwargs.setdefault("settings", DHRAGSettings(rewrite_vector=True, follow_up_expansion=0.3,
-                                                    thread_decision="scores"))
+        kwargs.setdefault("settings", DHRAGSettings(threads=Threads(thread_decision="scores"),
+                                                    retrieval=Retrieval(follow_up_expansion=0.3),
+                                                    experiments=Experiments(rewrite_vector=True)))
         chosen = kwargs.pop("llm", llm)
         retriever = kwargs.pop("retriever", index.as_retriever(similarity_top_k=5))
         return DHRAGChatEngine.from_defaults(retriever, chosen, **kwargs)

@@ -15,10 +15,13 @@ from llama_index.core.schema import NodeWithScore, TextNode
 from dhrag_core import (
     DHRAG,
     LLM,
+    Ablations,
+    Experiments,
     HashingEmbedder,
     HistoryDatabase,
     LightRewriter,
     LLMRewriter,
+    Retrieval,
     SelectedTurn,
     Settings,
 )
@@ -137,7 +140,8 @@ def test_llamaindex_embedding_drives_dhrag(index: VectorStoreIndex,
                       embedder=LlamaIndexEmbedder(embed_model),
                       # bag-of-words fake (conftest): a light pull, so the rewritten
                       # question's own words rank
-                      settings=Settings(rewrite_vector=True, follow_up_expansion=0.3))
+                      settings=Settings(retrieval=Retrieval(follow_up_expansion=0.3),
+                                        experiments=Experiments(rewrite_vector=True)))
     rag.record("alice", "What is the Great Wall of China built out of?", "Stone and brick.")
     sel = rag.select("alice", "How long is it?")
     assert sel.context[0].passage.id == "wall-length"
@@ -148,7 +152,7 @@ def test_llamaindex_embedding_drives_dhrag(index: VectorStoreIndex,
 
 def _selected(hashing: HashingEmbedder) -> list[SelectedTurn]:
     # selection over the whole session (not inside one thread): both turns reach the prompt
-    db = HistoryDatabase(embedder=hashing, settings=Settings(use_chains=False))
+    db = HistoryDatabase(embedder=hashing, settings=Settings(ablations=Ablations(use_chains=False)))
     db.add("s",
            "What is the Great Wall of China built out of?",
            "Stone, brick, tamped earth and wood.")
@@ -204,7 +208,8 @@ def test_llm_rewriter_in_dhrag_survives_a_failing_llm(make_llm: Any, index: Vect
                       rewriter="llm", llm=make_llm(fail=True), search="text",
                       # bag-of-words fake (conftest): a light pull, so the rewritten
                       # question's own words rank
-                      settings=Settings(rewrite_vector=True, follow_up_expansion=0.3))
+                      settings=Settings(retrieval=Retrieval(follow_up_expansion=0.3),
+                                        experiments=Experiments(rewrite_vector=True)))
     rag.record("a", "What is the Great Wall of China built out of?", "Stone.")
     sel = rag.select("a", "How long is it?")
     assert "wall" in sel.rewritten_query.lower()

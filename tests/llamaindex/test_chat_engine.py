@@ -13,7 +13,7 @@ from llama_index.core.base.llms.types import ChatMessage, MessageRole
 from llama_index.core.chat_engine.types import AgentChatResponse, BaseChatEngine
 from llama_index.core.schema import MetadataMode
 
-from dhrag_core import Settings
+from dhrag_core import Experiments, Settings
 from llamaindex_dhrag import DHRAGChatEngine
 
 WALL = "What is the Great Wall of China built out of?"
@@ -75,7 +75,8 @@ def test_topic_switch_follows_the_new_topic(make_engine: Make) -> None:
 
 
 def test_response_carries_the_trace(make_engine: Make) -> None:
-    engine = make_engine(settings=Settings(history_bonus=0.1))  # history passages win ties
+    # history passages win ties
+    engine = make_engine(settings=Settings(experiments=Experiments(history_bonus=0.1)))
     engine.chat(WALL)
     reply = engine.chat("How long is it?")
 
@@ -224,7 +225,8 @@ def test_condense_plus_context_without_condensing_misses_what_dhrag_finds(
 
 
 def test_prompt_and_trace_text_count_turns_from_1(make_engine: Make, llm: Any) -> None:
-    engine = make_engine(settings=Settings(history_bonus=0.1))  # history passages win ties
+    # history passages win ties
+    engine = make_engine(settings=Settings(experiments=Experiments(history_bonus=0.1)))
     engine.chat(WALL)
     reply = engine.chat("How long is it?")
     # the first turn is turn 1 in what the LLM reads and in the trace text, as in /trace

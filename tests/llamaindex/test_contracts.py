@@ -30,7 +30,14 @@ from llama_index.core.schema import TextNode
 from llama_index.core.storage.kvstore import SimpleKVStore
 from llama_index_instrumentation import get_dispatcher
 
-from dhrag_core import HashingEmbedder, HistoryDatabase, NumpyMiniLMEmbedder, Settings
+from dhrag_core import (
+    Ablations,
+    HashingEmbedder,
+    HistoryDatabase,
+    NumpyMiniLMEmbedder,
+    Settings,
+    Weighting,
+)
 from dhrag_core.records import Vector
 from llamaindex_dhrag import DHRAGChatEngine, DHRAGEmbedding, DHRAGMemoryBlock
 
@@ -207,7 +214,8 @@ def _messages(pairs: Sequence[tuple[str, str]]) -> list[ChatMessage]:
 
 
 def _block(hashing: HashingEmbedder, **kwargs: Any) -> DHRAGMemoryBlock:
-    db = HistoryDatabase(embedder=hashing, settings=Settings(use_chains=False, history_turns=3))
+    db = HistoryDatabase(embedder=hashing, settings=Settings(weighting=Weighting(history_turns=3),
+                                                             ablations=Ablations(use_chains=False)))
     return DHRAGMemoryBlock(history=db, **kwargs)
 
 

@@ -46,7 +46,7 @@ async def test_a_long_or_unclean_message_is_cleaned_with_a_warning(make_engine: 
             await engine.achat(message)
     queries = [t.query for t in engine.engine.history.turns("default")]
     assert "bad \ufffd text" in queries
-    assert all(len(q) <= engine.engine.settings.max_query_chars for q in queries)
+    assert all(len(q) <= engine.engine.settings.limits.max_query_chars for q in queries)
 
 
 @pytest.mark.parametrize(("session_id", "error"), [("", ValueError), (7, TypeError),

@@ -14,7 +14,7 @@ import pytest
 from llama_index.core.base.llms.types import ChatMessage, MessageRole
 from llama_index.core.chat_engine.types import StreamingAgentChatResponse
 
-from dhrag_core import HashingEmbedder, HistoryDatabase, Settings
+from dhrag_core import Ablations, HashingEmbedder, HistoryDatabase, Settings
 from llamaindex_dhrag import DHRAGChatEngine, DHRAGMemoryBlock
 
 WALL = "What is the Great Wall of China built out of?"
@@ -31,7 +31,8 @@ def _url(tmp_path: Path) -> str:
 
 def _block(hashing: HashingEmbedder, url: str) -> DHRAGMemoryBlock:
     """A block on its own database object over the store at ``url``: another worker's."""
-    db = HistoryDatabase(embedder=hashing, store=url, settings=Settings(use_chains=False))
+    db = HistoryDatabase(embedder=hashing, store=url,
+                         settings=Settings(ablations=Ablations(use_chains=False)))
     return DHRAGMemoryBlock(history=db)
 
 

@@ -11,11 +11,13 @@ from llama_index.core.memory import Memory
 
 from dhrag_core import (
     DHRAG,
+    Ablations,
     FaissKnowledgeBase,
     HashingEmbedder,
     HistoryDatabase,
     NumpyMiniLMEmbedder,
     Settings,
+    Weighting,
 )
 from llamaindex_dhrag import DHRAGMemoryBlock
 
@@ -30,7 +32,8 @@ CONVERSATION = [
 def _db(hashing: HashingEmbedder) -> HistoryDatabase:
     # selection over the whole session (not inside the thread the query continues): these
     # tests check what the block stores and shows, with a hashing embedder
-    return HistoryDatabase(embedder=hashing, settings=Settings(use_chains=False))
+    return HistoryDatabase(embedder=hashing,
+                           settings=Settings(ablations=Ablations(use_chains=False)))
 
 
 MemoryFor = Callable[..., Memory]
@@ -189,7 +192,8 @@ async def _three_turn_text(block: DHRAGMemoryBlock) -> str:
 
 
 async def test_atruncate_drops_the_weakest_turns_first(hashing: HashingEmbedder) -> None:
-    db = HistoryDatabase(embedder=hashing, settings=Settings(use_chains=False, history_turns=3))
+    db = HistoryDatabase(embedder=hashing, settings=Settings(weighting=Weighting(history_turns=3),
+                                                             ablations=Ablations(use_chains=False)))
     block = DHRAGMemoryBlock(history=db, priority=1)
     text = await _three_turn_text(block)
     shown = _turns_shown(text)
@@ -214,7 +218,8 @@ async def test_memory_under_token_pressure_keeps_the_block_with_its_strongest_tu
     """A real Memory over its token limit: the block loses its weakest turns, not itself
     (with MiniLM, so that "strongest" means the turn the question is about)."""
     db = HistoryDatabase(embedder=NumpyMiniLMEmbedder(),
-                         settings=Settings(use_chains=False, history_turns=3))
+                         settings=Settings(weighting=Weighting(history_turns=3),
+                                           ablations=Ablations(use_chains=False)))
     block = DHRAGMemoryBlock(history=db, priority=1)
     await block.aput([ChatMessage(role=r, content=t) for q, a in CONVERSATION
                       for r, t in (("user", q), ("assistant", a))], session_id="alice")

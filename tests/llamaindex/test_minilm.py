@@ -15,7 +15,7 @@ from typing import Any
 import numpy as np
 import pytest
 
-from dhrag_core import MiniLMEmbedder, Settings
+from dhrag_core import MiniLMEmbedder, Retrieval, Settings
 from llamaindex_dhrag import (
     DHRAGChatEngine,
     DHRAGEmbedding,
@@ -102,7 +102,8 @@ def test_example_engine_async_follow_up_uses_the_first_turn(
     index = example.build_index(_docs(tmp_path), DHRAGEmbedding(minilm))
     engine = DHRAGChatEngine.from_defaults(
         index.as_retriever(similarity_top_k=8), example.ExtractiveLLM(embedder=minilm),
-        settings=Settings(kb_k=8, context_k=5), context_prompt=example.CONTEXT_PROMPT,
+        settings=Settings(retrieval=Retrieval(kb_k=8, context_k=5)),
+        context_prompt=example.CONTEXT_PROMPT,
     )
     assert isinstance(engine.engine.knowledge, VectorStoreKnowledgeBase)  # searched by vector
     assert engine.engine.history.embedder is minilm  # the index's model, no second one

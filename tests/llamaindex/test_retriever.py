@@ -8,7 +8,7 @@ import pytest
 from llama_index.core import VectorStoreIndex
 from llama_index.core.query_engine import RetrieverQueryEngine
 
-from dhrag_core import HashingEmbedder, Settings
+from dhrag_core import Experiments, HashingEmbedder, Retrieval, Settings
 from llamaindex_dhrag import DHRAGRetriever
 
 WALL = "What is the Great Wall of China built out of?"
@@ -18,7 +18,8 @@ def _retriever(index: VectorStoreIndex, hashing: HashingEmbedder, **kw: Any) -> 
     kw.setdefault("session_id", "alice")
     kw.setdefault("search", "text")  # expectations for the text path over the hashing embedder
     # the rewrite's vector, a light pull toward the history: see conftest
-    kw.setdefault("settings", Settings(rewrite_vector=True, follow_up_expansion=0.3))
+    kw.setdefault("settings", Settings(retrieval=Retrieval(follow_up_expansion=0.3),
+                                       experiments=Experiments(rewrite_vector=True)))
     return DHRAGRetriever.from_defaults(index.as_retriever(similarity_top_k=5),
                                         embedder=hashing, **kw)
 

@@ -23,12 +23,13 @@ def turn_text(n: int) -> tuple[str, list[str], str]:
 
 
 def main() -> None:
-    from dhrag_core import HashingEmbedder, HistoryDatabase, Settings
+    from dhrag_core import HashingEmbedder, HistoryDatabase, Limits, Settings, Weighting
 
     path, start = sys.argv[1], int(sys.argv[2])
     capacity = int(sys.argv[3]) if len(sys.argv) > 3 else 1_000_000
     db = HistoryDatabase(embedder=HashingEmbedder(DIM), store=f"sqlite:///{path}",
-                         settings=Settings(capacity=capacity, merge_threshold=1.0))
+                         settings=Settings(limits=Limits(capacity=capacity),
+                                           weighting=Weighting(merge_threshold=1.0)))
     db.size(SESSION)  # load and calibrate before announcing readiness
     _ = db.calibration
     print("ready", flush=True)

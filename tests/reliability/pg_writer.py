@@ -18,13 +18,21 @@ UNAVAILABLE = 3
 
 
 def main() -> None:
-    from dhrag_core import HashingEmbedder, HistoryDatabase, PostgresStore, Settings
+    from dhrag_core import (
+        HashingEmbedder,
+        HistoryDatabase,
+        Limits,
+        PostgresStore,
+        Settings,
+        Weighting,
+    )
     from dhrag_core.store import StoreUnavailableError
 
     dsn, start = sys.argv[1], int(sys.argv[2])
     db = HistoryDatabase(embedder=HashingEmbedder(DIM),
                          store=PostgresStore(dsn, min_size=1, max_size=2, timeout=2),
-                         settings=Settings(capacity=1_000_000, merge_threshold=1.0))
+                         settings=Settings(limits=Limits(capacity=1_000_000),
+                                           weighting=Weighting(merge_threshold=1.0)))
     try:
         db.size(SESSION)  # connect, load and calibrate before announcing readiness
         _ = db.calibration

@@ -15,10 +15,12 @@ import pytest
 
 from dhrag_core import (
     DHRAG,
+    Ablations,
     FaissKnowledgeBase,
     HashingEmbedder,
     HistoryDatabase,
     Passage,
+    Retrieval,
     Settings,
     SQLiteStore,
 )
@@ -62,9 +64,10 @@ def test_a_nan_passage_vector_is_re_encoded_and_the_turn_kept() -> None:
 def test_a_context_above_max_passages_is_refused_or_capped(tmp_path: Path,
                                                            capsys: Any) -> None:
     with pytest.raises(ValueError, match="max_passages"):
-        Settings(context_k=60, kb_k=80)
+        Settings(retrieval=Retrieval(context_k=60, kb_k=80))
     emb = HashingEmbedder()
-    rag = DHRAG(FaissKnowledgeBase(WALLS, emb), embedder=emb, settings=Settings(kb_k=80))
+    rag = DHRAG(FaissKnowledgeBase(WALLS, emb), embedder=emb,
+                settings=Settings(retrieval=Retrieval(kb_k=80)))
     sel = rag.select("s", "Which wall is built of stone?", k=60)
     assert len(sel.passages) == 60
     rag.record("s", sel.query, "All of them.")
@@ -124,7 +127,8 @@ class WrongEmbedder:
 
 @pytest.mark.parametrize("how", ["short", "wide", "strings"])
 def test_an_embedder_returning_the_wrong_thing_is_named(how: str) -> None:
-    db = HistoryDatabase(embedder=WrongEmbedder(how), settings=Settings(calibrate=False))
+    db = HistoryDatabase(embedder=WrongEmbedder(how),
+                         settings=Settings(ablations=Ablations(calibrate=False)))
     with pytest.raises(TypeError, match=r"WrongEmbedder\.encode\(texts\)"):
         db.add("s", "a question", "an answer")
     with pytest.raises(TypeError, match=r"WrongEmbedder\.encode\(texts\)"):

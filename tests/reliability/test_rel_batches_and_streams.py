@@ -21,7 +21,7 @@ from langchain_core.runnables import (
     RunnablePassthrough,
 )
 
-from dhrag_core import DHRAG, FaissKnowledgeBase, HashingEmbedder, Passage
+from dhrag_core import DHRAG, FaissKnowledgeBase, HashingEmbedder, Limits, Passage, Settings
 from langchain_dhrag import DHRAGRetriever, format_documents, with_dhrag_memory
 
 WALLS = [Passage(f"The wall number {i} is {i * 10} km long and built of stone.", id=f"w{i}")
@@ -35,7 +35,8 @@ def cfg(sid: str) -> Any:
 
 def _engine(**limits: Any) -> DHRAG:
     emb = HashingEmbedder()
-    return DHRAG(FaissKnowledgeBase(WALLS, emb), embedder=emb, **limits)
+    return DHRAG(FaissKnowledgeBase(WALLS, emb), embedder=emb,
+                 settings=Settings(limits=Limits(**limits)))
 
 
 # -- item 2: a large batch of one session keeps every turn's passages -----------------------

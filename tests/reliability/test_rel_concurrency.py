@@ -37,9 +37,12 @@ from dhrag_core import (
     FaissKnowledgeBase,
     HashingEmbedder,
     HistoryDatabase,
+    Limits,
     MemoryStore,
+    Retrieval,
     Settings,
     SQLiteStore,
+    Tree,
 )
 from langchain_dhrag import DHRAGEmbeddings, DHRAGMemory, DHRAGRetriever
 from llamaindex_dhrag import DHRAGChatEngine, DHRAGEmbedding
@@ -115,7 +118,7 @@ def shared_store(request: pytest.FixtureRequest, tmp_path: Path) -> Any:
 def test_threads_times_turns_over_sessions_through_the_engine(shared_store: Any) -> None:
     emb = HashingEmbedder(128)
     rag = DHRAG(FaissKnowledgeBase(FACTS, emb), embedder=emb, store=shared_store,
-                settings=Settings(kb_k=5, context_k=3))
+                settings=Settings(retrieval=Retrieval(kb_k=5, context_k=3)))
 
     def turn(t: int, j: int) -> AddResult:
         sid = _sid(j % SESSIONS)
@@ -143,7 +146,7 @@ def test_databases_on_one_sqlite_file_write_one_session(tmp_path: Path, writers:
     once: no turn is lost (4 writers used to exhaust the optimistic-write retries)."""
     emb = HashingEmbedder(64)
     path = tmp_path / "shared.db"
-    cfg = Settings(capacity=10_000)
+    cfg = Settings(limits=Limits(capacity=10_000))
     dbs = [HistoryDatabase(embedder=emb, store=SQLiteStore(path), settings=cfg)
            for _ in range(writers)]
     n = max(50, TURNS // 10)
@@ -193,7 +196,7 @@ def test_mixed_reads_writes_and_deletes_from_two_databases(tmp_path: Path, backe
     on one store (a small capacity: evictions too). Nothing raises, reads see only their
     session, and afterwards both databases agree and every tree is whole."""
     emb = HashingEmbedder(64)
-    cfg = Settings(capacity=20, min_tree_turns=4, cluster_merge_every=4)
+    cfg = Settings(limits=Limits(capacity=20), tree=Tree(min_tree_turns=4, cluster_merge_every=4))
     memory = MemoryStore()
     dbs = [HistoryDatabase(embedder=emb, settings=cfg, store=memory if backend == "memory"
                            else SQLiteStore(tmp_path / "h.db")) for _ in range(2)]
@@ -230,7 +233,7 @@ def test_mixed_reads_writes_and_deletes_from_two_databases(tmp_path: Path, backe
     assert not errors, errors[:3]
     for sid in sessions:
         a, b = ([(t.turn_id, t.index, t.cluster_id) for t in db.turns(sid)] for db in dbs)
-        assert a == b and len(a) <= cfg.capacity, sid
+        assert a == b and len(a) <= cfg.limits.capacity, sid
         for db in dbs:
             check_tree(db, sid)
     for db in dbs:

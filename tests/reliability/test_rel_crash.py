@@ -32,7 +32,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from dhrag_core import HashingEmbedder, HistoryDatabase, Settings, SQLiteStore
+from dhrag_core import HashingEmbedder, HistoryDatabase, Limits, Settings, SQLiteStore, Weighting
 from dhrag_core.store import CorruptStoreError
 
 sys.path.insert(0, str(Path(__file__).parent))
@@ -70,7 +70,8 @@ def _audit(path: Path, last_committed: int, reopen: bool) -> int:
         return max(stored, default=-1) + 1
     # the library itself reopens it too (rebuilds indexes, clusters and chains)
     db = HistoryDatabase(embedder=HashingEmbedder(DIM), store=f"sqlite:///{path}",
-                         settings=Settings(capacity=1_000_000, merge_threshold=1.0))
+                         settings=Settings(limits=Limits(capacity=1_000_000),
+                                           weighting=Weighting(merge_threshold=1.0)))
     try:
         assert db.size(SESSION) == len(turns)
         if turns:
@@ -177,7 +178,8 @@ def test_sigkill_during_evictions_keeps_the_store_consistent(tmp_path: Path) -> 
         evicted_under_fire += written > capacity and last >= next_n
         if kill % 5 == 4 or kill == kills - 1:
             db = HistoryDatabase(embedder=HashingEmbedder(DIM), store=f"sqlite:///{path}",
-                                 settings=Settings(capacity=capacity, merge_threshold=1.0))
+                                 settings=Settings(limits=Limits(capacity=capacity),
+                                                   weighting=Weighting(merge_threshold=1.0)))
             try:
                 assert db.size(SESSION) == len(turns)
                 check_tree(db, SESSION)
@@ -294,7 +296,7 @@ def test_no_index_files_on_disk(tmp_path: Path) -> None:
     same turns as the live one."""
     path = tmp_path / "hist.db"
     db = HistoryDatabase(embedder=HashingEmbedder(DIM), store=f"sqlite:///{path}",
-                         settings=Settings(capacity=30), clock=lambda: 1_000.0)
+                         settings=Settings(limits=Limits(capacity=30)), clock=lambda: 1_000.0)
     for i in range(60):
         db.add("s",
                f"question {i} about topic{i % 7} thing{i % 5}",
@@ -304,7 +306,7 @@ def test_no_index_files_on_disk(tmp_path: Path) -> None:
     db.close()
     assert {p.name for p in tmp_path.iterdir()} <= {"hist.db", "hist.db-wal", "hist.db-shm"}
     again = HistoryDatabase(embedder=HashingEmbedder(DIM), store=f"sqlite:///{path}",
-                            settings=Settings(capacity=30), clock=lambda: 1_000.0)
+                            settings=Settings(limits=Limits(capacity=30)), clock=lambda: 1_000.0)
     assert [(h.turn.turn_id, h.via) for h in again.select("s", "question about topic3 thing2")] \
         == live
     again.close()

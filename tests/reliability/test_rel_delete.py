@@ -32,9 +32,11 @@ from dhrag_core import (
     DHRAG,
     HashingEmbedder,
     HistoryDatabase,
+    Limits,
     MemoryStore,
     Settings,
     SQLiteStore,
+    Tree,
 )
 from langchain_dhrag import (
     DHRAGChatMessageHistory,
@@ -126,7 +128,8 @@ def _sqlite_rows(path: Path) -> dict[str, int]:
 def test_delete_one_session_of_thirty(backend: str, tmp_path: Path) -> None:
     emb = HashingEmbedder(128)
     path = tmp_path / "h.db"
-    cfg = Settings(capacity=10, min_tree_turns=4)  # evictions, and a tree that prunes
+    cfg = Settings(limits=Limits(capacity=10),
+                   tree=Tree(min_tree_turns=4))  # evictions, and a tree that prunes
     shared = MemoryStore()
 
     def store() -> Any:
@@ -148,7 +151,7 @@ def test_delete_one_session_of_thirty(backend: str, tmp_path: Path) -> None:
         # index slots, which differ between an incrementally built and a reloaded session
         before = {sid: _snapshot(other, sid) for sid in keep}
         before_db = {sid: _snapshot(db, sid) for sid in keep}
-        assert db.size(victim) == cfg.capacity
+        assert db.size(victim) == cfg.limits.capacity
         db.delete_session(victim)
         _assert_gone(db, victim)
         _assert_gone(other, victim)

@@ -23,10 +23,12 @@ import pytest
 
 from dhrag_core import (
     DHRAG,
+    Ablations,
     FaissKnowledgeBase,
     FunctionEmbedder,
     HashingEmbedder,
     HistoryDatabase,
+    Limits,
     Passage,
     Settings,
 )
@@ -71,7 +73,7 @@ def _partition(db: HistoryDatabase, sid: str) -> set[frozenset[str]]:
 
 def test_a_reopened_session_merges_over_the_changed_clusters_only() -> None:
     emb = FunctionEmbedder(_spread, DIM)
-    cfg = Settings(capacity=10_000, calibrate=False)
+    cfg = Settings(limits=Limits(capacity=10_000), ablations=Ablations(calibrate=False))
     store = MemoryStore()
     writer = HistoryDatabase(emb, store=store, settings=cfg)
     for i in range(600):
@@ -79,18 +81,19 @@ def test_a_reopened_session_merges_over_the_changed_clusters_only() -> None:
     reopened = HistoryDatabase(emb, store=store, settings=cfg)  # a restart
     clusters = reopened.stats("s")["clusters"]
     assert clusters > 550
-    for i in range(cfg.cluster_merge_every):  # one merge pass
+    for i in range(cfg.tree.cluster_merge_every):  # one merge pass
         reopened.add("s", f"later question {i}", "")
     compared = reopened.stats("s")["merge_comparisons"]
     # the turns since the last pass, each cluster compared with every centroid; before:
     # every cluster with every other (~360,000)
-    assert 0 < compared <= cfg.cluster_merge_every * (clusters + cfg.cluster_merge_every)
+    assert 0 < compared <= cfg.tree.cluster_merge_every * (clusters + cfg.tree.cluster_merge_every)
 
 
 def test_a_session_reloaded_before_every_turn_ends_with_the_clusters_of_one_never_reloaded(
 ) -> None:
     emb = FunctionEmbedder(_topics, DIM)
-    cfg = Settings(capacity=10_000, calibrate=False, max_sessions_in_memory=1)
+    cfg = Settings(limits=Limits(capacity=10_000, max_sessions_in_memory=1),
+                   ablations=Ablations(calibrate=False))
     kept = HistoryDatabase(emb, settings=cfg)  # one session: never reloaded
     reloaded = HistoryDatabase(emb, settings=cfg)
     rng = np.random.default_rng(3)
@@ -126,8 +129,9 @@ class _Retriever:
 def test_pending_selections_of_many_sessions_stay_within_the_byte_budget() -> None:
     emb = HashingEmbedder()
     budget = 1 << 20
-    engine = DHRAG(_Retriever(emb), embedder=emb, settings=Settings(calibrate=False),
-                   max_pending_bytes=budget)
+    engine = DHRAG(_Retriever(emb), embedder=emb,
+                   settings=Settings(limits=Limits(max_pending_bytes=budget),
+                                     ablations=Ablations(calibrate=False)))
     engine.select("warm", "warm up")
     engine.reset("warm")
     gc.collect()
@@ -148,20 +152,22 @@ def test_pending_selections_of_many_sessions_stay_within_the_byte_budget() -> No
 
 
 def test_the_pending_byte_budget_is_a_setting_with_a_default() -> None:
-    assert Settings().max_pending_bytes >= 16 << 20
+    assert Settings().limits.max_pending_bytes >= 16 << 20
     engine = DHRAG(FaissKnowledgeBase(["a wall"], HashingEmbedder()),
-                   settings=Settings(max_pending_bytes=1 << 22, calibrate=False))
+                   settings=Settings(limits=Limits(max_pending_bytes=1 << 22),
+                                     ablations=Ablations(calibrate=False)))
     assert engine.max_pending_bytes == 1 << 22
     with pytest.raises((TypeError, ValueError), match="max_pending_bytes"):
-        DHRAG(FaissKnowledgeBase(["a wall"], HashingEmbedder()), max_pending_bytes=-1)
+        Limits(max_pending_bytes=-1)
 
 
 def test_a_selection_dropped_by_the_byte_budget_warns_naming_the_setting(
     caplog: pytest.LogCaptureFixture,
 ) -> None:
     emb = HashingEmbedder()
-    engine = DHRAG(_Retriever(emb), embedder=emb, settings=Settings(calibrate=False),
-                   max_pending_bytes=200_000)
+    engine = DHRAG(_Retriever(emb), embedder=emb,
+                   settings=Settings(limits=Limits(max_pending_bytes=200_000),
+                                     ablations=Ablations(calibrate=False)))
     for q in range(12):
         engine.select("s", f"question {q}")
     with caplog.at_level(logging.WARNING, logger="dhrag_core"):
@@ -189,7 +195,7 @@ class _WrongLengthByVector(_WrongLength):
 @pytest.mark.parametrize("kb", [_WrongLength(), _WrongLengthByVector()])
 def test_a_knowledge_base_vector_of_the_wrong_length_names_the_knowledge_base(kb: Any) -> None:
     emb = HashingEmbedder()
-    engine = DHRAG(kb, embedder=emb, settings=Settings(calibrate=False))
+    engine = DHRAG(kb, embedder=emb, settings=Settings(ablations=Ablations(calibrate=False)))
     with pytest.raises(ValueError, match=rf"{type(kb).__name__}.*'w1'.*10.*256"):
         engine.select("s", "How long is the wall?")
 
@@ -224,14 +230,15 @@ def test_nan_from_an_embedder_names_it_when_a_folder_is_embedded(tmp_path: Path,
 def test_nan_from_an_embedder_names_it_when_it_is_calibrated() -> None:
     with pytest.raises(ValueError, match=r"BrokenModel.*NaN"):
         calibrate(BrokenModel())
-    db = HistoryDatabase(BrokenModel(), settings=Settings(calibrate=True))
+    db = HistoryDatabase(BrokenModel(), settings=Settings(ablations=Ablations(calibrate=True)))
     with pytest.raises(ValueError, match=r"BrokenModel.*NaN"):
         db.add("s", "How long is the wall?", "", query_vector=np.ones(256))
 
 
 def test_nan_from_an_embedder_names_it_on_queries_and_passages() -> None:
     kb = FaissKnowledgeBase(["The wall is long."], HashingEmbedder())
-    engine = DHRAG(kb, embedder=BrokenModel(), settings=Settings(calibrate=False))
+    engine = DHRAG(kb, embedder=BrokenModel(),
+                   settings=Settings(ablations=Ablations(calibrate=False)))
     with pytest.raises(ValueError, match=r"BrokenModel.*NaN"):
         engine.select("s", "How long is the wall?")
     with pytest.raises(ValueError, match=r"BrokenModel.*NaN"):
@@ -245,7 +252,7 @@ def test_an_engine_used_after_close_says_it_was_closed(store: str, tmp_path: Pat
     emb = HashingEmbedder()
     url = "memory" if store == "memory" else f"sqlite:///{tmp_path / 'h.db'}"
     engine = DHRAG(FaissKnowledgeBase(["The wall is long."], emb), embedder=emb, store=url,
-                   settings=Settings(calibrate=False))
+                   settings=Settings(ablations=Ablations(calibrate=False)))
     sel = engine.select("s", "How long is the wall?")
     engine.record("s", sel.query, "Long.")
     engine.close()

@@ -23,6 +23,7 @@ from dhrag_core import (
     HistoryDatabase,
     Passage,
     Settings,
+    Threads,
 )
 
 REPO = Path(__file__).resolve().parents[2]
@@ -83,7 +84,7 @@ def _history(first: str, decision: str = "scores") -> tuple[HistoryDatabase, DHR
     kb = FaissKnowledgeBase([Passage(text="Canberra is the capital of Australia.", id="c"),
                              Passage(text="The Nile is 6,650 km long.", id="n")], emb)
     rag = DHRAG(kb, embedder=emb, clock=lambda: 1_000_000.0,
-                settings=Settings(thread_decision=decision))
+                settings=Settings(threads=Threads(thread_decision=decision)))
     db = rag.history
     db.add("alice",
            first,

@@ -31,7 +31,7 @@ from pathlib import Path
 import pytest
 from pg_support import no_server
 
-from dhrag_core import HashingEmbedder, HistoryDatabase, PostgresStore, Settings
+from dhrag_core import HashingEmbedder, HistoryDatabase, Limits, PostgresStore, Settings, Weighting
 from dhrag_core.testing import PostgresUnavailable, TempPostgres
 
 sys.path.insert(0, str(Path(__file__).parent))
@@ -96,7 +96,8 @@ def _settings(dsn: str) -> dict[str, str]:
 def _open(dsn: str) -> HistoryDatabase:
     return HistoryDatabase(embedder=HashingEmbedder(DIM),
                            store=PostgresStore(dsn, min_size=1, max_size=2, timeout=10),
-                           settings=Settings(capacity=1_000_000, merge_threshold=1.0))
+                           settings=Settings(limits=Limits(capacity=1_000_000),
+                                             weighting=Weighting(merge_threshold=1.0)))
 
 
 def _audit(dsn: str, last_committed: int, cycle: int) -> int:

@@ -40,9 +40,12 @@ from rel_support import check_tree
 from dhrag_core import (
     HashingEmbedder,
     HistoryDatabase,
+    Limits,
     MemoryStore,
     Settings,
     SQLiteStore,
+    Tree,
+    Weighting,
     softmax,
 )
 from dhrag_core.algorithm import scoring
@@ -154,10 +157,10 @@ def _eviction_weights(
     sims = np.array([float(t.query_vector.astype(np.float64) @ qv) for t in before])
     rel = scoring.relevance(sims)
     rec = scoring.recency(
-        [index - t.index for t in before], cfg.half_life_turns,
-        [now - t.timestamp for t in before], cfg.half_life_seconds,
+        [index - t.index for t in before], cfg.weighting.half_life_turns,
+        [now - t.timestamp for t in before], cfg.weighting.half_life_seconds,
     )
-    w = scoring.combined_weight(rel, rec, cfg.alpha)
+    w = scoring.combined_weight(rel, rec, cfg.weighting.alpha)
     return {t.turn_id: float(x) for t, x in zip(before, w, strict=True)}
 
 
@@ -191,9 +194,11 @@ class HistoryMachine(RuleBasedStateMachine):
         half_life_seconds=st.sampled_from([None, 600.0]),
     )
     def start(self, alpha: float, capacity: int, half_life_seconds: float | None) -> None:
-        self.cfg = Settings(alpha=alpha, capacity=capacity, half_life_turns=2.0,
-                            half_life_seconds=half_life_seconds, min_tree_turns=2,
-                            tree_clusters=2, tree_summaries=2, cluster_merge_every=3)
+        self.cfg = Settings(limits=Limits(capacity=capacity),
+                            weighting=Weighting(alpha=alpha, half_life_turns=2.0,
+                                                half_life_seconds=half_life_seconds),
+                            tree=Tree(min_tree_turns=2, tree_clusters=2, tree_summaries=2,
+                                      cluster_merge_every=3))
         if self.sqlite:
             self.tmp = tempfile.mkdtemp(prefix="dhrag-rel-")
         else:
@@ -238,25 +243,26 @@ class HistoryMachine(RuleBasedStateMachine):
         if r.merged:
             assert r.turn.turn_id in ids_before
             old = next(t for t in before if t.turn_id == r.turn.turn_id)
-            assert float(old.query_vector @ qv) >= self.cfg.merge_threshold - 1e-6
+            assert float(old.query_vector @ qv) >= self.cfg.weighting.merge_threshold - 1e-6
             if response and old.response_vector is not None:
                 # the response matches by text, or by vector (the vector the database gave
                 # it: derived from the passages, or encoded)
                 rv = r.turn.response_vector
                 assert rv is not None
                 assert (old.response == response
-                        or float(old.response_vector @ rv) >= self.cfg.merge_threshold - 1e-6)
+                        or float(old.response_vector @ rv)
+                        >= self.cfg.weighting.merge_threshold - 1e-6)
         else:
             assert r.turn.turn_id not in ids_before
             # no stored turn was a near duplicate of the query *and* the response
-            thr = self.cfg.merge_threshold
+            thr = self.cfg.weighting.merge_threshold
             for t in before:
                 if float(t.query_vector @ qv) >= thr + 1e-6:
                     assert response and t.response_vector is not None
                     rv = r.turn.response_vector
                     assert rv is not None and t.response != response
                     assert float(t.response_vector @ rv) < thr - 1e-6, "duplicate not merged"
-        expected_evicted = len(before) + (0 if r.merged else 1) - self.cfg.capacity
+        expected_evicted = len(before) + (0 if r.merged else 1) - self.cfg.limits.capacity
         assert len(r.evicted) == max(0, expected_evicted)
         assert r.turn.turn_id not in r.evicted
         if r.evicted:
@@ -300,7 +306,7 @@ class HistoryMachine(RuleBasedStateMachine):
         chosen = self.d.select(sid, f"{topic} {sid}")
         # the best weighed, then the thread's opening turn when they do not hold it
         best = [c for c in chosen if "root" not in c.via]
-        assert len(best) <= self.cfg.history_turns and len(chosen) - len(best) <= 1
+        assert len(best) <= self.cfg.weighting.history_turns and len(chosen) - len(best) <= 1
         assert chosen[: len(best)] == best and len({c.turn.turn_id for c in chosen}) == len(
             chosen)
         # an empty session gives nothing; a question the fitted thread decision reads as a
@@ -347,7 +353,7 @@ class HistoryMachine(RuleBasedStateMachine):
     def sizes_and_tree(self) -> None:
         for sid in SESSIONS:
             turns = self.d.turns(sid)
-            assert len(turns) <= self.cfg.capacity
+            assert len(turns) <= self.cfg.limits.capacity
             assert {t.turn_id for t in turns} == self.model[sid]
             assert all(t.session_id == sid and sid in t.query for t in turns)
             check_tree(self.d, sid)
@@ -390,10 +396,10 @@ def _beam_best(tree: SessionTree, qv: np.ndarray, cfg: Settings) -> float:
     from the tree's public structure."""
     cids = list(tree.clusters.clusters)
     cent = np.array([float(tree.clusters.clusters[c].centroid @ qv) for c in cids])
-    top_c = [cids[i] for i in np.argsort(-cent, kind="stable")[: cfg.tree_clusters]]
+    top_c = [cids[i] for i in np.argsort(-cent, kind="stable")[: cfg.tree.tree_clusters]]
     nodes = tree.summary_nodes(top_c)
     node_sims = np.array([float(n.vector @ qv) for n in nodes])
-    top_n = [nodes[i] for i in np.argsort(-node_sims, kind="stable")[: cfg.tree_summaries]]
+    top_n = [nodes[i] for i in np.argsort(-node_sims, kind="stable")[: cfg.tree.tree_summaries]]
     return max(float(tree.vectors[m] @ qv) for n in top_n for m in n.members)
 
 
@@ -412,8 +418,9 @@ turn_triples = st.lists(
 def test_pruned_matching_finds_the_best_turn_of_its_beam_and_flat_best_when_covered(
     turns: list[tuple[int, int, int]], beams: tuple[int, int], queries: list[tuple[int, int]]
 ) -> None:
-    cfg = Settings(min_tree_turns=3, tree_clusters=beams[0], tree_summaries=beams[1],
-                   tree_turns=3, capacity=1000)
+    cfg = Settings(limits=Limits(capacity=1000),
+                   tree=Tree(min_tree_turns=3, tree_clusters=beams[0], tree_summaries=beams[1],
+                             tree_turns=3))
     db = _tree_db(turns, cfg)
     tree = check_tree(db, "tree")
     emb = db.embedder
@@ -430,7 +437,7 @@ def test_pruned_matching_finds_the_best_turn_of_its_beam_and_flat_best_when_cove
         assert pruned[0].similarity <= flat[0].similarity + 1e-6
         assert abs(pruned[0].similarity - _beam_best(tree, qv, cfg)) <= 1e-5
         n_nodes = len(tree.summary_nodes(list(tree.clusters.clusters)))
-        if len(tree.clusters) <= cfg.tree_clusters and n_nodes <= cfg.tree_summaries:
+        if len(tree.clusters) <= cfg.tree.tree_clusters and n_nodes <= cfg.tree.tree_summaries:
             # the beam covers the whole tree: the pruned top item is the flat top item
             assert abs(pruned[0].similarity - flat[0].similarity) <= 1e-6
             if flat[0].similarity - flat[1 if len(flat) > 1 else 0].similarity > 1e-6:
@@ -438,12 +445,12 @@ def test_pruned_matching_finds_the_best_turn_of_its_beam_and_flat_best_when_cove
 
 
 def test_summary_views_are_in_turn_order_and_end_at_the_turn() -> None:
-    cfg = Settings(summary_size=3, capacity=6, min_tree_turns=3)
+    cfg = Settings(limits=Limits(capacity=6), tree=Tree(summary_size=3, min_tree_turns=3))
     db = _tree_db([(i % 3, (i + 1) % 4, i % 5) for i in range(20)], cfg)
     tree = check_tree(db, "tree")
     for t in db.turns("tree"):
         _, members = tree.summary_of(t.turn_id)
-        assert members[-1] == t.turn_id and len(members) <= cfg.summary_size
+        assert members[-1] == t.turn_id and len(members) <= cfg.tree.summary_size
         idx = [tree.index_of[m] for m in members]
         assert idx == sorted(idx)
 
@@ -453,7 +460,8 @@ def test_equal_weights_evict_the_older_turn() -> None:
     it the turns in turn order, not in (reused) index-slot order. With alpha = 1 the same
     question with different answers ties: the oldest goes, not the previous newest."""
     db = HistoryDatabase(embedder=HashingEmbedder(DIM), clock=Clock(),
-                         settings=Settings(alpha=1.0, capacity=2, half_life_seconds=None))
+                         settings=Settings(limits=Limits(capacity=2),
+                                           weighting=Weighting(alpha=1.0, half_life_seconds=None)))
     answers = ["red apples", "blue skies", "green grass", "yellow sun", "purple rain"]
     ids = [db.add("s", "what colour is it", a).turn.turn_id for a in answers]
     assert [t.turn_id for t in db.turns("s")] == ids[-2:]

@@ -16,7 +16,7 @@ from pathlib import Path
 import numpy as np
 
 from benchmarks.perf.soak import PASSAGES_PER_TURN, _Stream
-from dhrag_core import HashingEmbedder, HistoryDatabase, Passage, Settings
+from dhrag_core import HashingEmbedder, HistoryDatabase, Limits, Passage, Settings
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -61,8 +61,8 @@ def _structures(db: HistoryDatabase, session: str) -> dict[str, int]:
 def test_derived_structures_track_only_stored_turns() -> None:
     capacity, turns = 100, 1500
     now = [0.0]
-    db = HistoryDatabase(embedder=HashingEmbedder(384), settings=Settings(capacity=capacity),
-                         clock=lambda: now[0])
+    db = HistoryDatabase(embedder=HashingEmbedder(384),
+                         settings=Settings(limits=Limits(capacity=capacity)), clock=lambda: now[0])
     stream = _Stream(seed=3, block=500)
     for i in range(turns):
         now[0] = float(i)

@@ -42,7 +42,8 @@ def fair_writer() -> None:
 
     db = core.HistoryDatabase(embedder=core.HashingEmbedder(FAIR_DIM),
                               store=Counting(dsn, min_size=1, max_size=2, timeout=30),
-                              settings=core.Settings(capacity=1_000_000, merge_threshold=1.0))
+                              settings=core.Settings(limits=core.Limits(capacity=1_000_000),
+                                                    weighting=core.Weighting(merge_threshold=1.0)))
     try:
         db.size(FAIR_SESSION)
         _ = db.calibration
@@ -83,7 +84,15 @@ import numpy as np
 import pytest
 from pg_support import no_server
 
-from dhrag_core import HashingEmbedder, HistoryDatabase, PostgresStore, Settings, SQLiteStore
+from dhrag_core import (
+    HashingEmbedder,
+    HistoryDatabase,
+    Limits,
+    PostgresStore,
+    Settings,
+    SQLiteStore,
+    Weighting,
+)
 from dhrag_core.app.cli import main
 from dhrag_core.records import Passage, Turn
 from dhrag_core.store import (
@@ -392,7 +401,8 @@ def test_a_lost_postgres_connection_leaves_no_stray_psycopg_warning(
     dsn = f"{clean_postgres_dsn}?application_name={name}"
     with PostgresStore(dsn, min_size=2, max_size=2) as store:
         db = HistoryDatabase(embedder=HashingEmbedder(32), store=store,
-                             settings=Settings(capacity=1_000_000, merge_threshold=1.0))
+                             settings=Settings(limits=Limits(capacity=1_000_000),
+                                               weighting=Weighting(merge_threshold=1.0)))
         db.add("s", "question 0", "r", passages=["p"])
         with psycopg.connect(clean_postgres_dsn, autocommit=True) as admin:
             for n in range(1, 40):
