@@ -14,13 +14,22 @@ from typing import Any
 from langchain_core.callbacks import Callbacks
 from langchain_core.runnables import RunnableConfig
 
+from dhrag_core.records import Selection
 from dhrag_core.validation import check_session_id
 
 __all__ = [
-    "caller_context", "child_callbacks", "child_config", "missing_session", "session_from_config",
+    "caller_context",
+    "child_callbacks",
+    "child_config",
+    "hand_on",
+    "handed_selection",
+    "missing_session",
+    "session_from_config",
 ]
 
 _CALLBACKS: ContextVar[Callbacks] = ContextVar("dhrag_callbacks", default=None)
+_HANDED: ContextVar[tuple[int, Selection, int | None] | None] = ContextVar(
+    "dhrag_handed_selection", default=None)
 
 
 def missing_session(owner: str) -> ValueError:
@@ -73,3 +82,27 @@ def child_config() -> RunnableConfig:
     """The config of a nested LangChain call: the callbacks of the innermost
     ``caller_context``."""
     return {"callbacks": child_callbacks()}
+
+
+@contextmanager
+def hand_on(engine: object, selection: Selection, k: int | None) -> Iterator[None]:
+    """Within one chain call, give the selection already made for its question (``k``
+    passages; ``None``: the engine's default) to the retriever of the same engine, so that it
+    is not made twice (``with_dhrag_memory(history_key=...)``)."""
+    token = _HANDED.set((id(engine), selection, k))
+    try:
+        yield
+    finally:
+        _HANDED.reset(token)
+
+
+def handed_selection(engine: object, session_id: str, query: str,
+                     k: int | None) -> Selection | None:
+    """The selection handed on for this engine, session, question and ``k``, if any."""
+    handed = _HANDED.get()
+    if handed is None:
+        return None
+    owner, selection, made_k = handed
+    if owner != id(engine) or selection.session_id != session_id or selection.query != query:
+        return None
+    return selection if made_k == k else None

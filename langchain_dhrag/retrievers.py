@@ -18,7 +18,7 @@ from dhrag_core import DHRAG, AddResult, Selection, Settings
 from dhrag_core.pipeline.engine import EngineCloser
 from dhrag_core.store import HistoryStore
 from dhrag_core.validation import check_k
-from langchain_dhrag._context import caller_context, session_from_config
+from langchain_dhrag._context import caller_context, handed_selection, session_from_config
 from langchain_dhrag.convert import documents_to_passages, selection_to_documents
 from langchain_dhrag.knowledge import knowledge_and_embedder
 from langchain_dhrag.llm import as_rewriter
@@ -162,8 +162,10 @@ class DHRAGRetriever(EngineCloser, BaseRetriever):
         **kwargs: Any,
     ) -> list[Document]:
         sid, k = self._call_args(k, session_id, kwargs)
-        with caller_context(run_manager.get_child()):
-            sel = self.engine.select(sid, query, k)
+        sel = handed_selection(self.engine, sid, query, k)
+        if sel is None:
+            with caller_context(run_manager.get_child()):
+                sel = self.engine.select(sid, query, k)
         return self._documents(sel)
 
     async def _aget_relevant_documents(
@@ -176,8 +178,10 @@ class DHRAGRetriever(EngineCloser, BaseRetriever):
         **kwargs: Any,
     ) -> list[Document]:
         sid, k = self._call_args(k, session_id, kwargs)
-        with caller_context(run_manager.get_child()):
-            sel = await self.engine.aselect(sid, query, k)
+        sel = handed_selection(self.engine, sid, query, k)
+        if sel is None:
+            with caller_context(run_manager.get_child()):
+                sel = await self.engine.aselect(sid, query, k)
         return self._documents(sel)
 
     @staticmethod

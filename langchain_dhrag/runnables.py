@@ -15,8 +15,8 @@ from typing import Any
 from langchain_core.messages import BaseMessage, BaseMessageChunk
 from langchain_core.runnables import Runnable, RunnableConfig, ensure_config
 
-from dhrag_core import DHRAG
-from langchain_dhrag._context import session_from_config
+from dhrag_core import DHRAG, Selection
+from langchain_dhrag._context import hand_on, session_from_config
 from langchain_dhrag.convert import history_messages
 from langchain_dhrag.retrievers import DHRAGRetriever
 
@@ -88,6 +88,7 @@ class DHRAGMemoryRunnable(Runnable[Any, Any]):
         input_key: str | None = None,
         output_key: str | None = None,
         history_key: str | None = None,
+        k: int | None = None,
     ) -> None:
         if not isinstance(chain, Runnable):
             raise TypeError(f"chain must be a LangChain Runnable, got {type(chain).__name__}")
@@ -100,6 +101,7 @@ class DHRAGMemoryRunnable(Runnable[Any, Any]):
         self.input_key = input_key
         self.output_key = output_key
         self.history_key = history_key
+        self.k = k  # the retriever's k: its selection is the one made for the history
 
     # -- plumbing ---------------------------------------------------------------------------
 
@@ -108,21 +110,28 @@ class DHRAGMemoryRunnable(Runnable[Any, Any]):
         sid = session_from_config(config, self.session_id, "with_dhrag_memory")
         return sid, _pick("input", input, self.input_key, "input_key"), config
 
-    def _with_history(self, input: Any, sid: str, query: str) -> Any:
+    def _with_history(self, input: Any, sid: str, query: str) -> tuple[Any, Selection | None]:
+        """The chain's input with the selected history under ``history_key``, and the
+        selection made for it (handed on to the chain's retriever)."""
         if self.history_key is None:
-            return input
+            return input, None
         if not isinstance(input, Mapping):
             raise TypeError("history_key needs dict inputs (the prompt's variables)")
-        selected = self.engine.select(sid, query).history
-        return {**input, self.history_key: history_messages(selected)}
+        selection = self.engine.select(sid, query, self.k)
+        return {**input, self.history_key: history_messages(selection.history)}, selection
 
-    async def _awith_history(self, input: Any, sid: str, query: str) -> Any:
+    async def _awith_history(self, input: Any, sid: str,
+                             query: str) -> tuple[Any, Selection | None]:
         if self.history_key is None:
-            return input
+            return input, None
         if not isinstance(input, Mapping):
             raise TypeError("history_key needs dict inputs (the prompt's variables)")
-        selected = (await self.engine.aselect(sid, query)).history
-        return {**input, self.history_key: history_messages(selected)}
+        selection = await self.engine.aselect(sid, query, self.k)
+        return {**input, self.history_key: history_messages(selection.history)}, selection
+
+    def _handing_on(self, selection: Selection | None) -> contextlib.AbstractContextManager[None]:
+        return (hand_on(self.engine, selection, self.k) if selection is not None
+                else contextlib.nullcontext())
 
     def _answer(self, output: Any) -> str:
         return _pick("chain's output", output, self.output_key, "output_key")
@@ -132,7 +141,9 @@ class DHRAGMemoryRunnable(Runnable[Any, Any]):
     def invoke(self, input: Any, config: RunnableConfig | None = None, **kwargs: Any) -> Any:
         """Run the chain on ``input`` and record the turn in the config's session."""
         sid, query, config = self._start(input, config)
-        out = self.chain.invoke(self._with_history(input, sid, query), config, **kwargs)
+        chain_input, selection = self._with_history(input, sid, query)
+        with self._handing_on(selection):
+            out = self.chain.invoke(chain_input, config, **kwargs)
         self.engine.record(sid, query, self._answer(out))
         return out
 
@@ -141,8 +152,9 @@ class DHRAGMemoryRunnable(Runnable[Any, Any]):
     ) -> Any:
         """``invoke`` for async code."""
         sid, query, config = self._start(input, config)
-        out = await self.chain.ainvoke(await self._awith_history(input, sid, query), config,
-                                       **kwargs)
+        chain_input, selection = await self._awith_history(input, sid, query)
+        with self._handing_on(selection):
+            out = await self.chain.ainvoke(chain_input, config, **kwargs)
         await self.engine.arecord(sid, query, self._answer(out))
         return out
 
@@ -153,7 +165,8 @@ class DHRAGMemoryRunnable(Runnable[Any, Any]):
         half-way records nothing)."""
         sid, query, config = self._start(input, config)
         total = None
-        for chunk in self.chain.stream(self._with_history(input, sid, query), config, **kwargs):
+        for chunk in self.chain.stream(self._with_history(input, sid, query)[0], config,
+                                       **kwargs):
             total = _add(total, chunk)
             yield chunk
         self.engine.record(sid, query, self._answer(total))
@@ -164,7 +177,7 @@ class DHRAGMemoryRunnable(Runnable[Any, Any]):
         """``stream`` for async code."""
         sid, query, config = self._start(input, config)
         total = None
-        chain_input = await self._awith_history(input, sid, query)
+        chain_input = (await self._awith_history(input, sid, query))[0]
         async for chunk in self.chain.astream(chain_input, config, **kwargs):
             total = _add(total, chunk)
             yield chunk
@@ -210,10 +223,10 @@ def with_dhrag_memory(
         ```
     """
     if isinstance(memory, DHRAGRetriever):
-        engine, default = memory.engine, memory.session_id
+        engine, default, k = memory.engine, memory.session_id, memory.k
     else:
-        engine, default = memory, None
+        engine, default, k = memory, None, None
     return DHRAGMemoryRunnable(
         chain, engine, session_id=session_id if session_id is not None else default,
-        input_key=input_key, output_key=output_key, history_key=history_key,
+        input_key=input_key, output_key=output_key, history_key=history_key, k=k,
     )

@@ -85,3 +85,44 @@ def test_errors_name_what_to_pass(engine: DHRAG) -> None:
     assert [t.response for t in engine.history.turns("x")] == ["a"]
     with pytest.raises(TypeError, match="chain must be"):
         with_dhrag_memory("chain", engine)  # type: ignore[arg-type]
+
+
+def _history_chat(memory: DHRAGRetriever, retriever: DHRAGRetriever, answers: list[str]) -> Any:
+    """A chain retrieving with ``retriever``, its memory ``memory`` filling a placeholder."""
+    from langchain_core.prompts import MessagesPlaceholder
+
+    prompt = ChatPromptTemplate.from_messages([
+        ("system", "{context}"), MessagesPlaceholder("history"), ("human", "{question}")])
+    chain = (RunnablePassthrough.assign(context=(lambda x: x["question"]) | retriever
+                                        | format_documents)
+             | prompt | FakeListChatModel(responses=answers) | StrOutputParser())
+    return with_dhrag_memory(chain, memory, input_key="question", history_key="history")
+
+
+def test_history_key_selects_once_and_the_retriever_uses_that_selection(
+    engine: DHRAG, monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    calls: list[str] = []
+    for name in ("select", "aselect"):
+        original = getattr(engine, name)
+
+        def spy(*args: Any, _original: Any = original, _name: str = name, **kw: Any) -> Any:
+            calls.append(_name)
+            return _original(*args, **kw)
+
+        monkeypatch.setattr(engine, name, spy)
+    retriever = DHRAGRetriever(engine=engine, k=3)
+    chat = _history_chat(retriever, retriever, [WALL_A, "21,196 km."])
+    chat.invoke({"question": WALL_Q}, cfg("alice"))
+    assert calls == ["select"]  # before: one for the history, one by the retriever
+    asyncio.run(chat.ainvoke({"question": FOLLOW_UP}, cfg("alice")))
+    assert calls == ["select", "aselect"]
+    turns = engine.history.turns("alice")
+    assert [t.query for t in turns] == [WALL_Q, FOLLOW_UP]
+    assert all(len(t.passages) == 3 for t in turns)  # the retriever's k, stored with the turn
+    # another engine's retriever in the chain is not handed this engine's selection
+    other = DHRAG(engine.knowledge, embedder=engine.history.embedder)
+    foreign = _history_chat(retriever, DHRAGRetriever(engine=other, k=3), [PIG_A])
+    foreign.invoke({"question": PIG_Q}, cfg("bob"))
+    assert calls == ["select", "aselect", "select"]  # the memory's, for the history
+    assert other.pending("bob", PIG_Q) is not None  # the chain's retriever made its own
