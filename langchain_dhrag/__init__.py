@@ -26,7 +26,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from langchain_dhrag._deprecated import renamed_attribute
+from dhrag_core.deprecation import renamed_attribute
 from langchain_dhrag.convert import (
     TRACE_KEY,
     document_to_passage,

@@ -5,7 +5,7 @@ Importing it warns (``DeprecationWarning``) and re-exports ``langchain_dhrag.con
 
 from __future__ import annotations
 
-from langchain_dhrag._deprecated import warn_renamed
+from dhrag_core.deprecation import warn_renamed
 from langchain_dhrag.convert import (
     TRACE_KEY,
     document_title,

@@ -26,11 +26,11 @@ from langchain_core.retrievers import BaseRetriever
 from langchain_core.vectorstores import VectorStore, VectorStoreRetriever
 
 from dhrag_core import Embedder, FaissKnowledgeBase, KnowledgeBase, Passage
+from dhrag_core.deprecation import renamed_attribute
 from dhrag_core.knowledge.base import query_rows
 from dhrag_core.knowledge.path import search_path
 from dhrag_core.validation import SearchPath, check_k, check_search
 from langchain_dhrag._context import child_config
-from langchain_dhrag._deprecated import renamed_attribute
 from langchain_dhrag.convert import document_to_passage
 from langchain_dhrag.embeddings import DHRAGEmbeddings, LangChainEmbedder, as_embedder
 

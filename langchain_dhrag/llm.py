@@ -16,9 +16,9 @@ from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, System
 from langchain_core.runnables import Runnable
 
 from dhrag_core import LLMRewriter, QueryRewriter
+from dhrag_core.deprecation import renamed_attribute
 from dhrag_core.llm import LLMError, Message, failures_as_llm_error, framework_messages
 from langchain_dhrag._context import child_config
-from langchain_dhrag._deprecated import renamed_attribute
 
 __all__ = ["LangChainLLM", "as_rewriter"]
 

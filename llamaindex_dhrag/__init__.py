@@ -28,7 +28,7 @@ Example:
 
 from typing import Any
 
-from llamaindex_dhrag._deprecated import renamed_attribute
+from dhrag_core.deprecation import renamed_attribute
 from llamaindex_dhrag.build import build_dhrag
 from llamaindex_dhrag.chat_engine import DHRAGChatEngine
 from llamaindex_dhrag.convert import node_to_passage, selection_to_nodes, selection_trace

@@ -32,10 +32,11 @@ from llama_index.core.memory import BaseMemory
 from llama_index.core.prompts import PromptTemplate
 
 from dhrag_core import DHRAG, Embedder, QueryRewriter, Selection, Settings
+from dhrag_core.deprecation import warn_renamed
 from dhrag_core.pipeline.engine import EngineCloser
 from dhrag_core.store import HistoryStore
 from dhrag_core.validation import check_k, check_session_id, fit_query, one_line
-from llamaindex_dhrag._deprecated import engine_argument, warn_renamed
+from llamaindex_dhrag._deprecated import engine_argument
 from llamaindex_dhrag._stack import caller_level
 from llamaindex_dhrag.answer import DEFAULT_CONTEXT_PROMPT, answer_messages, selection_sources
 from llamaindex_dhrag.build import build_dhrag, check_retriever

@@ -22,8 +22,8 @@ from llama_index.core.base.llms.types import ChatMessage, MessageRole
 from llama_index.core.schema import MetadataMode, NodeWithScore, TextNode
 
 from dhrag_core import Passage, SelectedTurn, Selection, Turn
+from dhrag_core.deprecation import renamed_attribute
 from dhrag_core.transcript import exchanges
-from llamaindex_dhrag._deprecated import renamed_attribute
 
 __all__ = [
     "TRACE_KEY",

@@ -25,10 +25,10 @@ from llama_index.core.schema import QueryBundle
 from llama_index.core.vector_stores.types import VectorStoreQueryMode
 
 from dhrag_core import Embedder, KnowledgeBase, Passage
+from dhrag_core.deprecation import renamed_attribute
 from dhrag_core.knowledge.base import query_rows
 from dhrag_core.knowledge.path import search_path
 from dhrag_core.validation import SearchPath, check_k
-from llamaindex_dhrag._deprecated import renamed_attribute
 from llamaindex_dhrag.convert import node_to_passage
 from llamaindex_dhrag.embeddings import DHRAGEmbedding, as_embedder
 

@@ -20,10 +20,11 @@ from dhrag_core import (
     Selection,
     Settings,
 )
+from dhrag_core.deprecation import warn_renamed
 from dhrag_core.pipeline.engine import EngineCloser
 from dhrag_core.store import HistoryStore
 from dhrag_core.validation import check_k, check_session_id
-from llamaindex_dhrag._deprecated import engine_argument, warn_renamed
+from llamaindex_dhrag._deprecated import engine_argument
 from llamaindex_dhrag.build import build_dhrag
 from llamaindex_dhrag.convert import node_to_passage, selection_to_nodes
 

@@ -1,4 +1,5 @@
-"""Old names kept for one release: each use warns (``DeprecationWarning``) with the new name."""
+"""Old names kept for one release: each use warns (``DeprecationWarning``) with the new name.
+Shared by the core and both adapters."""
 
 from __future__ import annotations
 
