@@ -47,7 +47,7 @@ def test_docs_holds_pages_and_one_results_tree_whose_index_names_every_page() ->
     assert [n for n in top if not n.endswith(".md")] == ["results"], top
     index = (docs / "README.md").read_text("utf-8")
     missing = [n for n in top if n != "README.md" and f"({n})" not in index
-               and f"({n}/README.md)" not in index]
+               and f"]({n}/" not in index]
     assert not missing, f"docs/README.md does not name {missing}"
 
 

@@ -18,10 +18,14 @@ def test_every_result_file_is_listed_once_with_a_real_command_and_commit() -> No
     assert results_index.check(RESULTS) == []
 
 
-def test_the_results_index_is_current() -> None:
-    held = (RESULTS / "README.md").read_text(encoding="utf-8")
-    assert held == results_index.render(RESULTS), (
-        "docs/results/README.md is stale: python -m benchmarks.tools.results_index --write")
+def test_the_results_index_is_current_and_names_every_file() -> None:
+    assert results_index.held() == results_index.render(RESULTS), (
+        "the index in docs/README.md is stale: python -m benchmarks.tools.results_index --write")
+    page = results_index.PAGE.read_text(encoding="utf-8")
+    docs = results_index.PAGE.parent
+    unnamed = [str(p.relative_to(docs)) for p in RESULTS.rglob("*")
+               if p.is_file() and f"({p.relative_to(docs).as_posix()})" not in page]
+    assert not unnamed, f"docs/README.md does not name {unnamed}"
 
 
 def _tree(tmp_path: Path, runs: list[dict[str, object]], files: list[str]) -> Path:
@@ -86,7 +90,7 @@ def test_rerun_runs_a_manifest_command_in_a_process_of_its_own(tmp_path: Path) -
     out = tmp_path / "made.json"
     root = _tree(tmp_path, [{
         "files": ["a.json"], "commit": "HEAD",
-        "command": f"DHRAG_PROBE=1 python -m benchmarks.tools.results_index --root {tmp_path}"
-                   f" --write"}], ["a.json"])
+        "command": f"DHRAG_PROBE=1 python -m benchmarks.perf.soak --turns 20 --capacity 5 "
+                   f"--every 10 --json {out} --png ''"}], ["a.json"])
     assert cli_main(["rerun", str(root / "study" / "a.json")]) == 0
-    assert (tmp_path / "README.md").is_file() and not out.exists()
+    assert json.loads(out.read_text(encoding="utf-8"))["turns"] == 20

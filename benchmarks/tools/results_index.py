@@ -1,7 +1,7 @@
 """The results tree (``docs/results/``): each folder's ``manifest.json`` names its runs, and the
 index page is rendered from them.
 
-    python -m benchmarks.tools.results_index --write   # docs/results/README.md
+    python -m benchmarks.tools.results_index --write   # its section of docs/README.md
     python -m benchmarks.tools.results_index --check   # every file listed, every command real
 
 A manifest holds a ``title``, the ``page`` that discusses its runs (relative to the folder) and
@@ -27,12 +27,16 @@ from typing import Any
 
 from benchmarks.harness.paths import REPO_ROOT
 
-__all__ = ["MANIFEST", "RESULTS", "Run", "check", "find_run", "render", "runs"]
+__all__ = ["MANIFEST", "PAGE", "RESULTS", "Run", "check", "find_run", "held", "render", "runs",
+           "write"]
 
 RESULTS = REPO_ROOT / "docs" / "results"
 MANIFEST = "manifest.json"
 INDEX = "README.md"
-"""Pages a folder may hold beside its runs: the tree's index and a study's notes."""
+"""A study's notes beside its runs (also a page a manifest may name)."""
+PAGE = REPO_ROOT / "docs" / "README.md"
+"""The page whose marked section is the index of the tree."""
+BEGIN, END = "<!-- results-index -->", "<!-- /results-index -->"
 
 
 @dataclass(frozen=True)
@@ -135,32 +139,44 @@ def check(root: Path = RESULTS, *, commits: bool = True) -> list[str]:
 
 
 def render(root: Path = RESULTS) -> str:
-    """The index page: each folder's title, its page, and each run's command, commit and
-    files."""
-    lines = ["# Results: every run the docs quote",
-             "",
-             "Rendered from each folder's `manifest.json` (`python -m benchmarks.tools."
+    """The index of the tree (the marked section of docs/README.md): each folder's title,
+    its page and manifest, and each run's command, commit and files."""
+    base = root.resolve().parent
+    lines = ["Rendered from each folder's `manifest.json` (`python -m benchmarks.tools."
              "results_index --write`; a test fails when it is out of date or a file is listed "
              "nowhere). `python -m benchmarks rerun docs/results/FOLDER` runs a folder's commands "
-             "again (`--dry-run` prints them). Which data chose each default and which figures "
-             "are held out: [../protocol.md](../protocol.md).", ""]
+             "again (`--dry-run` prints them).", ""]
     for folder, doc in _manifests(root):
-        rel = folder.relative_to(root).as_posix()
+        rel = folder.resolve().relative_to(base).as_posix()
         page = (folder / doc["page"]).resolve()
-        link = os.path.relpath(page, root.resolve())
+        link = os.path.relpath(page, base)
         shown = page.relative_to(REPO_ROOT.resolve()) if page.is_relative_to(REPO_ROOT.resolve()) \
             else page
-        lines += [f"## {rel}/", "", f"{doc['title']}: discussed in [{shown.as_posix()}]({link}).",
-                  ""]
+        lines += [f"### {rel}/", "", f"{doc['title']}: discussed in [{shown.as_posix()}]({link}); "
+                  f"[manifest]({rel}/{MANIFEST}).", ""]
         for run in doc["runs"]:
             files = ", ".join(f"[{f}]({rel}/{f})" for f in run["files"])
             command = run["command"]
-            shown = "; ".join(f"`{c}`" for c in ([command] if isinstance(command, str)
-                                                 else command))
+            commands = "; ".join(f"`{c}`" for c in ([command] if isinstance(command, str)
+                                                    else command))
             note = f" {run['note']}." if run.get("note") else ""
-            lines.append(f"- {files}: {shown} (commit {run['commit']}).{note}")
+            lines.append(f"- {files}: {commands} (commit {run['commit']}).{note}")
         lines.append("")
-    return "\n".join(lines)
+    return "\n".join(lines).rstrip() + "\n"
+
+
+def held(page: Path = PAGE) -> str:
+    """The index section as the page holds it now."""
+    text = page.read_text(encoding="utf-8")
+    start, end = text.index(BEGIN) + len(BEGIN), text.index(END)
+    return text[start:end].strip("\n") + "\n"
+
+
+def write(root: Path = RESULTS, page: Path = PAGE) -> None:
+    """Render the index into the page's marked section."""
+    text = page.read_text(encoding="utf-8")
+    start, end = text.index(BEGIN) + len(BEGIN), text.index(END)
+    page.write_text(text[:start] + "\n" + render(root) + text[end:], encoding="utf-8")
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -168,7 +184,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m benchmarks.tools.results_index",
                                  description=__doc__.split("\n\n")[0] if __doc__ else None)
     ap.add_argument("--root", type=Path, default=RESULTS)
-    ap.add_argument("--write", action="store_true", help="write ROOT/README.md")
+    ap.add_argument("--write", action="store_true", help="write the index into docs/README.md")
     ap.add_argument("--check", action="store_true", help="report what is wrong")
     args = ap.parse_args(argv)
     status = 0
@@ -178,8 +194,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             print(p, file=sys.stderr)
         status = 1 if problems else 0
     if args.write:
-        (args.root / INDEX).write_text(render(args.root), encoding="utf-8")
-        print(f"wrote {args.root / INDEX}")
+        write(args.root)
+        print(f"wrote the index in {PAGE}")
     if not (args.check or args.write):
         print(render(args.root))
     return status
