@@ -27,13 +27,14 @@ def no_server(reason: str) -> None:
     pytest.skip(message)
 
 
-def start_server() -> TempPostgres:
-    """A started server, or skip/fail the calling test."""
+def start_server(*, durable: bool = False) -> TempPostgres:
+    """A started server (``durable``: PostgreSQL's durable defaults, ``fsync`` on), or
+    skip/fail the calling test."""
     try:
         import psycopg  # noqa: F401
     except ImportError:
         no_server("psycopg is not installed (pip install -e '.[dev]')")
-    pg = TempPostgres()
+    pg = TempPostgres(durable=durable)
     try:
         pg.start()
     except (PostgresUnavailable, OSError) as exc:

@@ -29,10 +29,10 @@ from collections.abc import Iterable
 from pathlib import Path
 
 import pytest
-from pg_support import no_server
+from pg_support import start_server
 
 from dhrag_core import HashingEmbedder, HistoryDatabase, Limits, PostgresStore, Settings, Weighting
-from dhrag_core.testing import PostgresUnavailable, TempPostgres
+from dhrag_core.testing import TempPostgres
 
 sys.path.insert(0, str(Path(__file__).parent))
 from crash_writer import DIM, SESSION, turn_text
@@ -72,17 +72,7 @@ def test_checker_reports_lost_turns() -> None:
 
 
 def _durable_server() -> TempPostgres:
-    """A started durable server of the test's own, or skip/fail like ``pg_support``."""
-    try:
-        import psycopg  # noqa: F401
-    except ImportError:
-        no_server("psycopg is not installed (pip install -e '.[dev]')")
-    pg = TempPostgres(durable=True)
-    try:
-        pg.start()
-    except (PostgresUnavailable, OSError) as exc:
-        no_server(f"could not start a local server: {exc}")
-    return pg
+    return start_server(durable=True)
 
 
 def _settings(dsn: str) -> dict[str, str]:

@@ -82,7 +82,7 @@ from typing import Any
 
 import numpy as np
 import pytest
-from pg_support import no_server
+from pg_support import start_server
 
 from dhrag_core import (
     HashingEmbedder,
@@ -112,22 +112,13 @@ from dhrag_core.store.base import (
     session_summaries,
     summarize,
 )
-from dhrag_core.testing import PostgresUnavailable, TempPostgres
+from dhrag_core.testing import TempPostgres
 
 REPO = Path(__file__).resolve().parents[2]
 
 
 def _durable_server() -> TempPostgres:
-    try:
-        import psycopg  # noqa: F401
-    except ImportError:
-        no_server("psycopg is not installed (pip install -e '.[dev]')")
-    pg = TempPostgres(durable=True)
-    try:
-        pg.start()
-    except (PostgresUnavailable, OSError) as exc:
-        no_server(f"could not start a local server: {exc}")
-    return pg
+    return start_server(durable=True)
 
 
 BURN = "import time\nend = time.monotonic() + 600\nwhile time.monotonic() < end:\n    pass\n"
