@@ -1,33 +1,22 @@
 """Deprecated: renamed ``langchain_dhrag.convert`` (this alias is removed in the next release).
 
-Importing it warns (``DeprecationWarning``) and re-exports ``langchain_dhrag.convert``.
+Importing it warns (``DeprecationWarning``); every name resolves to ``langchain_dhrag.convert``.
 """
 
 from __future__ import annotations
 
-from dhrag_core.deprecation import warn_renamed
-from langchain_dhrag.convert import (
-    TRACE_KEY,
-    document_title,
-    document_to_passage,
-    documents_to_passages,
-    format_documents,
-    format_history,
-    history_messages,
-    selection_to_documents,
-    turns_to_messages,
-)
+from typing import Any
 
-__all__ = [
-    "TRACE_KEY",
-    "document_title",
-    "document_to_passage",
-    "documents_to_passages",
-    "format_documents",
-    "format_history",
-    "history_messages",
-    "selection_to_documents",
-    "turns_to_messages",
-]
+from dhrag_core.deprecation import warn_renamed
+from langchain_dhrag import convert
+
+__all__ = list(convert.__all__)
+
+
+def __getattr__(name: str) -> Any:
+    if name in convert.__all__:
+        return getattr(convert, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
 
 warn_renamed("langchain_dhrag.documents", "langchain_dhrag.convert")

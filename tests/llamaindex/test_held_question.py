@@ -5,17 +5,17 @@ worker or a restarted process, sees it and pairs it with its answer."""
 from __future__ import annotations
 
 import threading
-import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
 from llama_index.core.base.llms.types import ChatMessage, MessageRole
-from llama_index.core.chat_engine.types import StreamingAgentChatResponse
 
 from dhrag_core import Ablations, HashingEmbedder, HistoryDatabase, Settings
 from llamaindex_dhrag import DHRAGChatEngine, DHRAGMemoryBlock
+
+from .li_support import wait_done
 
 WALL = "What is the Great Wall of China built out of?"
 WALL_A = "Stone, brick, tamped earth and wood."
@@ -43,14 +43,6 @@ def _stored(history: HistoryDatabase, session: str = "s") -> list[tuple[str, str
 def _roles(engine: DHRAGChatEngine) -> list[tuple[MessageRole, str | None]]:
     return [(m.role, m.content) for m in engine.chat_history]
 
-
-def _wait_done(reply: StreamingAgentChatResponse) -> None:
-    deadline = time.monotonic() + 10
-    while not reply.is_done and reply.exception is None and time.monotonic() < deadline:
-        time.sleep(0.01)
-    thread = reply.write_response_to_history_thread
-    if thread is not None:
-        thread.join(10)
 
 
 # -- DHRAGMemoryBlock ---------------------------------------------------------------------------
@@ -123,7 +115,7 @@ def test_a_streaming_question_shows_in_another_engine_and_is_taken_when_answered
 
     gate.set()
     answer = (first + "".join(tokens)).strip()
-    _wait_done(reply)
+    wait_done(reply)
     assert "21,196 km" in answer
     assert [m.content for m in other.chat_history][-2:] == [FOLLOW, answer]
     assert len(other.chat_history) == 4 and other.engine.history.held_question("default") is None
@@ -150,7 +142,7 @@ def test_a_restarted_engine_shows_the_question_a_stream_left_and_moves_on(
 
     gate.set()
     tokens.close()
-    _wait_done(reply)
+    wait_done(reply)
     assert [m.content for m in restarted.chat_history][0::2] == [PIGS, WALL]
     assert restarted.engine.history.held_question("default") is None
 
@@ -163,7 +155,7 @@ def test_a_failed_stream_leaves_no_question_held(make_engine: Make, make_llm: An
     with pytest.raises(RuntimeError, match="mid-stream"):
         for _ in reply.response_gen:
             pass
-    _wait_done(reply)
+    wait_done(reply)
     assert engine.engine.history.held_question("default") is None
     assert make_engine(store=url).chat_history == []
 

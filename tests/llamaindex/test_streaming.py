@@ -5,7 +5,6 @@ stream ends, whether or not the reader reads it all."""
 from __future__ import annotations
 
 import threading
-import time
 from collections.abc import Callable
 from typing import Any
 
@@ -15,19 +14,13 @@ from llama_index.core.chat_engine.types import StreamingAgentChatResponse
 
 from llamaindex_dhrag import DHRAGChatEngine
 
+from .li_support import wait_done
+
 WALL = "What is the Great Wall of China built out of?"
 FOLLOW = "How long is it?"
 
 Make = Callable[..., DHRAGChatEngine]
 
-
-def _wait_done(reply: StreamingAgentChatResponse) -> None:
-    deadline = time.monotonic() + 10
-    while not reply.is_done and reply.exception is None and time.monotonic() < deadline:
-        time.sleep(0.01)
-    thread = reply.write_response_to_history_thread
-    if thread is not None:
-        thread.join(10)
 
 
 def test_stream_chat_shows_the_question_streams_then_records(make_engine: Make,
@@ -69,7 +62,7 @@ def test_a_stream_read_half_way_keeps_the_whole_turn(make_engine: Make) -> None:
     reply = engine.stream_chat(WALL)
     for _ in reply.response_gen:
         break  # the reader stops after one token; the LLM's answer is still recorded
-    _wait_done(reply)
+    wait_done(reply)
     assert reply.is_done
     turns = engine.engine.history.turns("default")
     assert [(t.query, t.response) for t in turns] == [(WALL, str(reply))]
@@ -81,7 +74,7 @@ def test_a_stream_read_half_way_keeps_the_whole_turn(make_engine: Make) -> None:
 def test_a_stream_never_read_is_recorded_and_its_text_kept(make_engine: Make) -> None:
     engine = make_engine()
     reply = engine.stream_chat(WALL)
-    _wait_done(reply)
+    wait_done(reply)
     assert "stone, brick" in str(reply)
     assert engine.chat_history[-1].content == str(reply)
 
@@ -110,7 +103,7 @@ def test_a_stream_that_fails_raises_to_the_reader_and_records_nothing(
     with pytest.raises(RuntimeError, match="mid-stream"):
         for _ in reply.response_gen:
             pass
-    _wait_done(reply)
+    wait_done(reply)
     assert engine.engine.history.size("default") == 0
     assert engine.chat_history == []  # the question is not left pending either
 
